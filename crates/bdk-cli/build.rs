@@ -1,0 +1,5 @@
+//! `bdk init` embeds the example projects; rebuild when they change.
+
+fn main() {
+    println!("cargo:rerun-if-changed=../../examples");
+}

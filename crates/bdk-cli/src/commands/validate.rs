@@ -1,0 +1,56 @@
+//! `bdk validate`: discovery diagnostics, grouped by file, or as JSON.
+
+use bdk_protocol::Diagnostic;
+use serde::Serialize;
+
+use crate::cli::ProjectArgs;
+use crate::exit::Exit;
+use crate::report;
+
+/// `bdk validate --json` output.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValidateReport<'a> {
+    ok: bool,
+    errors: usize,
+    warnings: usize,
+    /// Problems that belong to no single project.
+    diagnostics: &'a [Diagnostic],
+    projects: Vec<ProjectReport<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProjectReport<'a> {
+    slug: &'a str,
+    dir: String,
+    ok: bool,
+    diagnostics: &'a [Diagnostic],
+}
+
+pub fn run(args: &ProjectArgs) -> anyhow::Result<Exit> {
+    let discovery = bdk_project::discover(&args.dirs);
+    let (errors, warnings) = report::count(discovery.all_diagnostics());
+    if args.json {
+        let out = ValidateReport {
+            ok: errors == 0,
+            errors,
+            warnings,
+            diagnostics: &discovery.diagnostics,
+            projects: discovery
+                .projects
+                .iter()
+                .map(|p| ProjectReport {
+                    slug: &p.slug,
+                    dir: p.dir.display().to_string(),
+                    ok: !p.has_errors(),
+                    diagnostics: &p.diagnostics,
+                })
+                .collect(),
+        };
+        report::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
+    } else {
+        report::emit(&report::diagnostics_text(&discovery));
+    }
+    Ok(if errors > 0 { Exit::ProjectErrors } else { Exit::Ok })
+}

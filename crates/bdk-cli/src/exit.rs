@@ -1,0 +1,20 @@
+//! Exit codes, one meaning each. docs/cli.md lists them; scripts rely on them.
+
+use std::process::ExitCode;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The command did its work; warnings may have been printed.
+    Ok = 0,
+    /// The project has error diagnostics.
+    ProjectErrors = 1,
+    // 2 is clap's: the command line could not be parsed.
+    /// The command could not do its work (I/O, a refused target, an unknown template).
+    Failure = 3,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> Self {
+        ExitCode::from(exit as u8)
+    }
+}

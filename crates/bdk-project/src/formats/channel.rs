@@ -1,0 +1,267 @@
+//! `channels/<id>.toml`: HTTP surfaces beyond the session API, mounted under
+//! `/v1/channels/<id>`. Each route validates its body or query against a schema, then runs a
+//! handler command.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::diag::{Code, Diagnostics};
+use crate::model::{Admission, AuthPolicy, ChannelDef, ChannelKind, RouteDef};
+use crate::parse::{self, DurationValue};
+use crate::schema;
+use crate::source::SourceFile;
+
+use super::Origin;
+
+/// Route handlers time out after this long unless `timeout` says otherwise.
+pub const DEFAULT_HANDLER_TIMEOUT: Duration = Duration::from_secs(30);
+const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChannelFile {
+    #[serde(default)]
+    kind: KindFile,
+    description: Option<String>,
+    #[serde(default)]
+    admission: AdmissionFile,
+    #[serde(default)]
+    auth: Vec<AuthFile>,
+    #[serde(default)]
+    routes: Vec<RouteFile>,
+    github: Option<GithubFile>,
+    slack: Option<SlackFile>,
+    webhook: Option<WebhookFile>,
+}
+
+#[derive(Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum KindFile {
+    #[default]
+    Custom,
+    Webhook,
+    Github,
+    Slack,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AdmissionFile {
+    #[default]
+    Preempt,
+    Coalesce,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum AuthFile {
+    LocalDevStrict,
+    Bearer { token_env: String, principal: Option<String> },
+    AllowAll,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteFile {
+    method: String,
+    path: String,
+    description: Option<String>,
+    body_schema: Option<toml::Value>,
+    query_schema: Option<toml::Value>,
+    handler: Option<Vec<String>>,
+    timeout: Option<DurationValue>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct GithubFile {
+    bot_name: Option<String>,
+    #[serde(default)]
+    repos: Vec<String>,
+    webhook_secret_env: Option<String>,
+    #[serde(default)]
+    events: Vec<String>,
+    handler: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct SlackFile {
+    env_prefix: Option<String>,
+    continuation: Option<String>,
+    reply_mode: Option<String>,
+    #[serde(default)]
+    channel_posts: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookFile {
+    secret_env: Option<String>,
+    signature_header: Option<String>,
+}
+
+pub fn load(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics) -> Option<ChannelDef> {
+    if !parse::is_valid_name(id) {
+        diags.report(Code::InvalidName, Some(&src.rel), None, format!("{}: `{id}` is not a valid channel id", src.rel));
+        return None;
+    }
+    let file: ChannelFile = parse::toml_file(src, diags)?;
+    let kind = match file.kind {
+        KindFile::Custom => ChannelKind::Custom,
+        KindFile::Webhook => ChannelKind::Webhook,
+        KindFile::Github => ChannelKind::Github,
+        KindFile::Slack => ChannelKind::Slack,
+    };
+    let settings = kind_settings(&file, kind, src, diags);
+    if matches!(kind, ChannelKind::Custom | ChannelKind::Webhook) && file.routes.is_empty() {
+        diags.report_with_hint(
+            Code::MissingField,
+            Some(&src.rel),
+            None,
+            format!("{}: a {} channel needs at least one [[routes]]", src.rel, kind.as_str()),
+            "add [[routes]] with method, path and handler",
+        );
+    }
+    let mut seen = HashSet::new();
+    let mut routes = Vec::new();
+    let mut ok = true;
+    for (index, route) in file.routes.into_iter().enumerate() {
+        match load_route(route, index, &mut seen, src, diags) {
+            Some(route) => routes.push(route),
+            None => ok = false,
+        }
+    }
+    let auth = file
+        .auth
+        .into_iter()
+        .map(|a| match a {
+            AuthFile::LocalDevStrict => AuthPolicy::LocalDevStrict,
+            AuthFile::Bearer { token_env, principal } => AuthPolicy::Bearer { token_env, principal },
+            AuthFile::AllowAll => AuthPolicy::AllowAll,
+        })
+        .collect();
+    ok.then(|| ChannelDef {
+        id: origin.name(id),
+        kind,
+        source: origin.source,
+        file: src.rel.clone(),
+        description: file.description,
+        auth,
+        admission: match file.admission {
+            AdmissionFile::Preempt => Admission::Preempt,
+            AdmissionFile::Coalesce => Admission::Coalesce,
+        },
+        routes,
+        settings,
+        cwd: origin.bot_dir.clone(),
+    })
+}
+
+fn load_route(
+    route: RouteFile,
+    index: usize,
+    seen: &mut HashSet<(String, String)>,
+    src: &SourceFile,
+    diags: &mut Diagnostics,
+) -> Option<RouteDef> {
+    let label = format!("{}: routes[{index}]", src.rel);
+    let pos = src.pos_of_key("path");
+    let method = route.method.to_ascii_uppercase();
+    let mut ok = true;
+    if !METHODS.contains(&method.as_str()) {
+        diags.report(
+            Code::InvalidRoute,
+            Some(&src.rel),
+            src.pos_of_key("method"),
+            format!("{label}: method `{}` is not supported", route.method),
+        );
+        ok = false;
+    }
+    if !route.path.starts_with('/') || route.path.contains("//") || route.path.contains(char::is_whitespace) {
+        diags.report(
+            Code::InvalidRoute,
+            Some(&src.rel),
+            pos,
+            format!("{label}: path `{}` must start with / and hold no spaces or empty segments", route.path),
+        );
+        ok = false;
+    }
+    if !seen.insert((method.clone(), route.path.clone())) {
+        diags.report(
+            Code::DuplicateRoute,
+            Some(&src.rel),
+            pos,
+            format!("{label}: {method} {} is declared twice", route.path),
+        );
+        ok = false;
+    }
+    if method == "GET" && route.body_schema.is_some() {
+        diags.report_with_hint(
+            Code::InvalidRoute,
+            Some(&src.rel),
+            src.pos_of_key("body_schema"),
+            format!("{label}: GET routes carry no body"),
+            "use query_schema for GET routes",
+        );
+        ok = false;
+    }
+    let handler = route.handler.unwrap_or_default();
+    if handler.first().is_none_or(|h| h.trim().is_empty()) {
+        diags.report_with_hint(
+            Code::MissingField,
+            Some(&src.rel),
+            pos,
+            format!("{label}: {method} {} has no `handler`", route.path),
+            "add `handler = [\"program\", \"arg\"]`; it reads the request as JSON on stdin",
+        );
+        ok = false;
+    }
+    let body_schema = route.body_schema.as_ref().map(|v| schema::check_object(v, src, "body_schema", diags));
+    let query_schema = route.query_schema.as_ref().map(|v| schema::check_object(v, src, "query_schema", diags));
+    if matches!(body_schema, Some(None)) || matches!(query_schema, Some(None)) {
+        ok = false;
+    }
+    let timeout = parse::duration(route.timeout.as_ref(), src, "timeout", DEFAULT_HANDLER_TIMEOUT, diags);
+    ok.then(|| RouteDef {
+        method,
+        path: route.path,
+        description: route.description,
+        body_schema: body_schema.flatten(),
+        query_schema: query_schema.flatten(),
+        handler,
+        timeout,
+    })
+}
+
+/// The kind-specific table as JSON, checking that it matches the channel's kind.
+fn kind_settings(
+    file: &ChannelFile,
+    kind: ChannelKind,
+    src: &SourceFile,
+    diags: &mut Diagnostics,
+) -> Option<serde_json::Value> {
+    let tables: [(&str, Option<serde_json::Value>, ChannelKind); 3] = [
+        ("github", file.github.as_ref().and_then(|t| serde_json::to_value(t).ok()), ChannelKind::Github),
+        ("slack", file.slack.as_ref().and_then(|t| serde_json::to_value(t).ok()), ChannelKind::Slack),
+        ("webhook", file.webhook.as_ref().and_then(|t| serde_json::to_value(t).ok()), ChannelKind::Webhook),
+    ];
+    let mut settings = None;
+    for (key, value, owner) in tables {
+        let Some(value) = value else { continue };
+        if owner == kind {
+            settings = Some(value);
+        } else {
+            diags.report_with_hint(
+                Code::UnknownKey,
+                Some(&src.rel),
+                src.pos_of_key(key),
+                format!("{}: [{key}] applies to kind = \"{key}\" channels, this one is \"{}\"", src.rel, kind.as_str()),
+                format!("set kind = \"{key}\" or remove the [{key}] table"),
+            );
+        }
+    }
+    settings
+}

@@ -1,0 +1,287 @@
+//! `evals/evals.toml` (required once any eval exists) and `evals/**/*.eval.toml`. An eval is a
+//! conversation (`message` or `[[turns]]`) and the expectations its trajectory must meet, or a
+//! table of `[[cases]]`. Case ids are paths under `evals/`; `index.eval.toml` takes its folder's.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::diag::{Code, Diagnostics};
+use crate::model::{CalledTool, EvalCase, EvalTurn, EvalsDef, Expectations};
+use crate::parse::{self, DurationValue};
+use crate::source::{self, MAX_DEFINITION_BYTES, Rel, SourceFile};
+
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 4;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
+const SUFFIX: &str = ".eval.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    max_concurrency: Option<u32>,
+    timeout: Option<DurationValue>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EvalFile {
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    iterations: Option<u32>,
+    #[serde(default)]
+    dry_run: bool,
+    message: Option<String>,
+    turns: Option<Vec<TurnFile>>,
+    expect: Option<ExpectFile>,
+    cases: Option<Vec<CaseFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaseFile {
+    id: String,
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    message: Option<String>,
+    turns: Option<Vec<TurnFile>>,
+    #[serde(default)]
+    expect: ExpectFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnFile {
+    message: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectFile {
+    succeeded: Option<bool>,
+    #[serde(default)]
+    called_tool: Vec<CalledFile>,
+    #[serde(default)]
+    not_called_tool: Vec<String>,
+    #[serde(default)]
+    reply_includes: Vec<String>,
+    #[serde(default)]
+    reply_matches: Vec<String>,
+    max_turn_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum CalledFile {
+    Name(String),
+    Call { name: String, input: Option<toml::Value> },
+}
+
+/// Loads `<project>/evals/`. `None` when the folder does not exist.
+pub fn load(project_dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Option<EvalsDef> {
+    let dir = project_dir.join("evals");
+    if !dir.is_dir() {
+        return None;
+    }
+    let config_path = dir.join("evals.toml");
+    let config = if config_path.exists() {
+        source::read_text(&config_path, rel, MAX_DEFINITION_BYTES, diags)
+            .and_then(|src| parse::toml_file::<ConfigFile>(&src, diags).map(|c| (c, src)))
+    } else {
+        None
+    };
+    let mut cases = Vec::new();
+    let mut ids = HashSet::new();
+    for file in source::walk_files(&dir, rel, diags) {
+        let path = dir.join(&file);
+        if let Some(stem) = file.strip_suffix(SUFFIX) {
+            let id = stem.strip_suffix("/index").or((stem == "index").then_some("index")).unwrap_or(stem).to_owned();
+            if let Some(src) = source::read_text(&path, rel, MAX_DEFINITION_BYTES, diags) {
+                for case in load_file(&src, &id, diags) {
+                    if ids.insert(case.id.clone()) {
+                        cases.push(case);
+                    } else {
+                        diags.report(
+                            Code::DuplicateCase,
+                            Some(&src.rel),
+                            None,
+                            format!("{}: eval id `{}` is used twice", src.rel, case.id),
+                        );
+                    }
+                }
+            }
+        } else if file.ends_with(".eval.ts") || file.ends_with(".eval.js") {
+            let shown = rel.of(&path);
+            diags.report(
+                Code::TypescriptDefinition,
+                Some(&shown),
+                None,
+                format!(
+                    "{shown}: TypeScript evals are not loaded; write {}",
+                    file.replace(".eval.ts", SUFFIX).replace(".eval.js", SUFFIX)
+                ),
+            );
+        }
+    }
+    let Some((config, src)) = config else {
+        if !cases.is_empty() && !config_path.exists() {
+            let shown = rel.of(&dir);
+            diags.report(
+                Code::EvalsConfigMissing,
+                Some(&shown),
+                None,
+                format!("{shown}: {} eval(s) found but evals/evals.toml is missing", cases.len()),
+            );
+        }
+        return Some(EvalsDef { max_concurrency: DEFAULT_MAX_CONCURRENCY, timeout: DEFAULT_TIMEOUT, cases });
+    };
+    if config.max_concurrency == Some(0) {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("max_concurrency"),
+            format!("{}: `max_concurrency` must be at least 1", src.rel),
+        );
+    }
+    Some(EvalsDef {
+        max_concurrency: config.max_concurrency.filter(|c| *c > 0).unwrap_or(DEFAULT_MAX_CONCURRENCY),
+        timeout: parse::duration(config.timeout.as_ref(), &src, "timeout", DEFAULT_TIMEOUT, diags),
+        cases,
+    })
+}
+
+fn load_file(src: &SourceFile, id: &str, diags: &mut Diagnostics) -> Vec<EvalCase> {
+    let Some(file) = parse::toml_file::<EvalFile>(src, diags) else {
+        return Vec::new();
+    };
+    let iterations = match file.iterations {
+        Some(0) => {
+            diags.report(
+                Code::InvalidValue,
+                Some(&src.rel),
+                src.pos_of_key("iterations"),
+                format!("{}: `iterations` must be at least 1", src.rel),
+            );
+            1
+        }
+        other => other.unwrap_or(1),
+    };
+    let has_conversation = file.message.is_some() || file.turns.is_some();
+    match file.cases {
+        Some(cases) if !has_conversation && file.expect.is_none() => {
+            let mut seen = HashSet::new();
+            let mut out = Vec::new();
+            for case in cases {
+                if !parse::is_valid_name(&case.id) || !seen.insert(case.id.clone()) {
+                    diags.report(
+                        Code::DuplicateCase,
+                        Some(&src.rel),
+                        src.pos_of_key("id"),
+                        format!("{}: case id `{}` must be a unique single path segment", src.rel, case.id),
+                    );
+                    continue;
+                }
+                let Some(turns) = turns(case.message, case.turns, src, diags) else { continue };
+                let mut tags = file.tags.clone();
+                tags.extend(case.tags.into_iter().filter(|t| !file.tags.contains(t)));
+                out.push(EvalCase {
+                    id: format!("{id}/{}", case.id),
+                    file: src.rel.clone(),
+                    description: case.description.or(file.description.clone()),
+                    tags,
+                    turns,
+                    expect: expectations(case.expect, src, diags),
+                    iterations,
+                    dry_run: file.dry_run,
+                });
+            }
+            out
+        }
+        None if has_conversation => {
+            let Some(turns) = turns(file.message, file.turns, src, diags) else { return Vec::new() };
+            vec![EvalCase {
+                id: id.to_owned(),
+                file: src.rel.clone(),
+                description: file.description,
+                tags: file.tags,
+                turns,
+                expect: expectations(file.expect.unwrap_or_default(), src, diags),
+                iterations,
+                dry_run: file.dry_run,
+            }]
+        }
+        _ => {
+            diags.report(
+                Code::EvalShape,
+                Some(&src.rel),
+                None,
+                format!("{}: give either a conversation (`message` or [[turns]]) with [expect], or [[cases]]", src.rel),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn turns(
+    message: Option<String>,
+    turns: Option<Vec<TurnFile>>,
+    src: &SourceFile,
+    diags: &mut Diagnostics,
+) -> Option<Vec<EvalTurn>> {
+    let turns: Vec<EvalTurn> = match (message, turns) {
+        (Some(message), None) => vec![EvalTurn { message }],
+        (None, Some(turns)) => turns.into_iter().map(|t| EvalTurn { message: t.message }).collect(),
+        _ => {
+            diags.report(
+                Code::EvalShape,
+                Some(&src.rel),
+                src.pos_of_key("turns"),
+                format!("{}: give exactly one of `message` and [[turns]]", src.rel),
+            );
+            return None;
+        }
+    };
+    if turns.is_empty() || turns.iter().any(|t| t.message.trim().is_empty()) {
+        diags.report(
+            Code::EvalShape,
+            Some(&src.rel),
+            src.pos_of_key("message"),
+            format!("{}: every turn needs a non-empty message", src.rel),
+        );
+        return None;
+    }
+    Some(turns)
+}
+
+fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> Expectations {
+    for pattern in &file.reply_matches {
+        if let Err(err) = regex::Regex::new(pattern) {
+            diags.report(
+                Code::InvalidRegex,
+                Some(&src.rel),
+                src.pos_of_key("reply_matches"),
+                format!("{}: reply_matches `{pattern}`: {err}", src.rel),
+            );
+        }
+    }
+    Expectations {
+        succeeded: file.succeeded,
+        called_tool: file
+            .called_tool
+            .into_iter()
+            .map(|c| match c {
+                CalledFile::Name(name) => CalledTool { name, input: None },
+                CalledFile::Call { name, input } => {
+                    CalledTool { name, input: input.and_then(|i| serde_json::to_value(i).ok()) }
+                }
+            })
+            .collect(),
+        not_called_tool: file.not_called_tool,
+        reply_includes: file.reply_includes,
+        reply_matches: file.reply_matches,
+        max_turn_ms: file.max_turn_ms,
+    }
+}

@@ -1,0 +1,159 @@
+//! `schedules/<id>.md` (cron frontmatter, the body is the prompt) and `schedules/<id>.toml`
+//! (`cron` and exactly one of `prompt`, `run`, `receive`). Cron is 5-field, evaluated in UTC.
+
+use chrono::{DateTime, Utc};
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+use serde::Deserialize;
+
+use crate::diag::{Code, Diagnostics};
+use crate::model::{ScheduleAction, ScheduleDef};
+use crate::parse;
+use crate::source::SourceFile;
+
+use super::Origin;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleFront {
+    cron: Option<String>,
+    description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleFile {
+    cron: String,
+    description: Option<String>,
+    prompt: Option<String>,
+    run: Option<Vec<String>>,
+    receive: Option<ReceiveFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReceiveFile {
+    channel: String,
+    message: String,
+}
+
+pub fn load_markdown(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics) -> Option<ScheduleDef> {
+    check_id(src, id, diags)?;
+    let md = parse::markdown(src, diags)?;
+    let front: ScheduleFront = parse::frontmatter(src, &md, diags)?;
+    let Some(cron) = front.cron else {
+        diags.report_with_hint(
+            Code::MissingField,
+            Some(&src.rel),
+            Some(crate::source::Pos { line: 1, column: 1 }),
+            format!("{}: schedule `{id}` has no `cron` frontmatter", src.rel),
+            "open the file with ---\\ncron: \"0 9 * * 1-5\"\\n---",
+        );
+        return None;
+    };
+    let cron_ok = check_cron(&cron, src, diags);
+    let prompt = md.body.trim();
+    if prompt.is_empty() {
+        diags.report(
+            Code::EmptyPrompt,
+            Some(&src.rel),
+            None,
+            format!("{}: schedule `{id}` has an empty body; the body is the prompt", src.rel),
+        );
+        return None;
+    }
+    cron_ok?;
+    Some(ScheduleDef {
+        id: origin.name(id),
+        source: origin.source,
+        file: src.rel.clone(),
+        cron,
+        description: front.description,
+        action: ScheduleAction::Prompt(prompt.to_owned()),
+        cwd: origin.bot_dir.clone(),
+    })
+}
+
+pub fn load_toml(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics) -> Option<ScheduleDef> {
+    check_id(src, id, diags)?;
+    let file: ScheduleFile = parse::toml_file(src, diags)?;
+    let cron_ok = check_cron(&file.cron, src, diags);
+    let action = match (file.prompt, file.run, file.receive) {
+        (Some(prompt), None, None) if !prompt.trim().is_empty() => ScheduleAction::Prompt(prompt),
+        (Some(_), None, None) => {
+            diags.report(
+                Code::EmptyPrompt,
+                Some(&src.rel),
+                src.pos_of_key("prompt"),
+                format!("{}: `prompt` is empty", src.rel),
+            );
+            return None;
+        }
+        (None, Some(run), None) if run.first().is_some_and(|c| !c.trim().is_empty()) => ScheduleAction::Run(run),
+        (None, None, Some(receive)) => ScheduleAction::Receive { channel: receive.channel, message: receive.message },
+        _ => {
+            diags.report(
+                Code::ScheduleBody,
+                Some(&src.rel),
+                None,
+                format!("{}: schedule `{id}` needs exactly one of `prompt`, `run` (non-empty) and `receive`", src.rel),
+            );
+            return None;
+        }
+    };
+    cron_ok?;
+    Some(ScheduleDef {
+        id: origin.name(id),
+        source: origin.source,
+        file: src.rel.clone(),
+        cron: file.cron,
+        description: file.description,
+        action,
+        cwd: origin.bot_dir.clone(),
+    })
+}
+
+fn check_id(src: &SourceFile, id: &str, diags: &mut Diagnostics) -> Option<()> {
+    if parse::is_valid_name(id) {
+        Some(())
+    } else {
+        diags.report(
+            Code::InvalidName,
+            Some(&src.rel),
+            None,
+            format!("{}: `{id}` is not a valid schedule id", src.rel),
+        );
+        None
+    }
+}
+
+/// Parses a 5-field cron expression (no seconds field).
+pub fn parse_cron(expr: &str) -> Result<Cron, String> {
+    if expr.split_whitespace().count() != 5 {
+        return Err(format!(
+            "`{expr}` has {} fields; schedules use 5 (minute hour day month weekday)",
+            expr.split_whitespace().count()
+        ));
+    }
+    CronParser::builder().seconds(Seconds::Disallowed).build().parse(expr).map_err(|e| e.to_string())
+}
+
+/// The next time `expr` fires strictly after `now`, in UTC.
+pub fn next_fire(expr: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    parse_cron(expr).ok()?.find_next_occurrence(&now, false).ok()
+}
+
+fn check_cron(expr: &str, src: &SourceFile, diags: &mut Diagnostics) -> Option<()> {
+    match parse_cron(expr) {
+        Ok(_) => Some(()),
+        Err(err) => {
+            diags.report(
+                Code::InvalidCron,
+                Some(&src.rel),
+                src.pos_of_key("cron"),
+                format!("{}: invalid cron expression: {err}", src.rel),
+            );
+            None
+        }
+    }
+}

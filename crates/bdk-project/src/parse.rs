@@ -1,0 +1,206 @@
+//! Shared parsing: TOML into raw `*File` structs, Markdown frontmatter, durations, names and
+//! `${NAME}` placeholders. Every failure becomes a diagnostic with a position.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::diag::{Code, Diagnostics};
+use crate::source::{Pos, SourceFile};
+
+/// Parses a TOML definition. Serde's messages are kept; the code says which kind of mistake.
+pub fn toml_file<T: DeserializeOwned>(src: &SourceFile, diags: &mut Diagnostics) -> Option<T> {
+    match toml::from_str::<T>(&src.text) {
+        Ok(value) => Some(value),
+        Err(err) => {
+            let message = err.message().trim().to_owned();
+            let pos = err.span().map(|span| src.pos_at(span.start));
+            diags.report(classify(&message), Some(&src.rel), pos, format!("{}: {message}", src.rel));
+            None
+        }
+    }
+}
+
+fn classify(message: &str) -> Code {
+    if message.starts_with("unknown field") {
+        Code::UnknownKey
+    } else if message.starts_with("missing field") {
+        Code::MissingField
+    } else if message.starts_with("invalid type") {
+        Code::WrongType
+    } else if message.starts_with("unknown variant") || message.starts_with("invalid value") {
+        Code::InvalidValue
+    } else {
+        Code::TomlSyntax
+    }
+}
+
+/// A Markdown file split into its YAML frontmatter (if any) and body.
+#[derive(Debug)]
+pub struct Markdown<'a> {
+    pub frontmatter: Option<&'a str>,
+    /// The line (1-based) the frontmatter's first YAML line sits on.
+    pub frontmatter_line: u32,
+    pub body: &'a str,
+}
+
+/// Splits `---\n<yaml>\n---\n<body>`. A file that does not open with `---` has no frontmatter;
+/// one that opens but never closes is a diagnostic.
+pub fn markdown<'a>(src: &'a SourceFile, diags: &mut Diagnostics) -> Option<Markdown<'a>> {
+    let text = src.text.strip_prefix('\u{feff}').unwrap_or(&src.text);
+    let Some(rest) = text.strip_prefix("---").filter(|r| r.starts_with('\n') || r.starts_with("\r\n")) else {
+        return Some(Markdown { frontmatter: None, frontmatter_line: 1, body: text });
+    };
+    let rest = rest.trim_start_matches('\r').trim_start_matches('\n');
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            let yaml = rest.get(..offset).unwrap_or("");
+            let body = rest.get(offset + line.len()..).unwrap_or("");
+            return Some(Markdown { frontmatter: Some(yaml), frontmatter_line: 2, body });
+        }
+        offset += line.len();
+    }
+    diags.report_with_hint(
+        Code::FrontmatterSyntax,
+        Some(&src.rel),
+        Some(Pos { line: 1, column: 1 }),
+        format!("{}: frontmatter opened with `---` is never closed", src.rel),
+        "close the frontmatter with a line holding only `---`",
+    );
+    None
+}
+
+/// Parses frontmatter YAML into `T`, reporting errors at their line in the file.
+pub fn frontmatter<T: DeserializeOwned + Default>(
+    src: &SourceFile,
+    md: &Markdown<'_>,
+    diags: &mut Diagnostics,
+) -> Option<T> {
+    let Some(yaml) = md.frontmatter else {
+        return Some(T::default());
+    };
+    if yaml.trim().is_empty() {
+        return Some(T::default());
+    }
+    match serde_norway::from_str::<T>(yaml) {
+        Ok(value) => Some(value),
+        Err(err) => {
+            let pos = err.location().map(|loc| Pos {
+                line: md.frontmatter_line + u32::try_from(loc.line()).unwrap_or(1).saturating_sub(1),
+                column: u32::try_from(loc.column()).unwrap_or(1),
+            });
+            let message = err.to_string();
+            let code = match classify(&message) {
+                Code::TomlSyntax => Code::FrontmatterSyntax,
+                other => other,
+            };
+            diags.report(code, Some(&src.rel), pos, format!("{}: frontmatter: {message}", src.rel));
+            None
+        }
+    }
+}
+
+/// A timeout or interval as written: seconds (`30`) or a humantime string (`"2m"`, `"500ms"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+impl DurationValue {
+    /// Resolves to a duration; an unreadable or zero value is reported and `fallback` used.
+    pub fn resolve(&self, src: &SourceFile, key: &str, fallback: Duration, diags: &mut Diagnostics) -> Duration {
+        let parsed = match self {
+            DurationValue::Seconds(secs) => Ok(Duration::from_secs(*secs)),
+            DurationValue::Text(text) => humantime::parse_duration(text).map_err(|e| e.to_string()),
+        };
+        match parsed {
+            Ok(duration) if !duration.is_zero() => duration,
+            Ok(_) => {
+                diags.report(
+                    Code::InvalidValue,
+                    Some(&src.rel),
+                    src.pos_of_key(key),
+                    format!("{}: `{key}` must be greater than zero", src.rel),
+                );
+                fallback
+            }
+            Err(err) => {
+                diags.report_with_hint(
+                    Code::InvalidValue,
+                    Some(&src.rel),
+                    src.pos_of_key(key),
+                    format!("{}: `{key}` is not a duration: {err}", src.rel),
+                    "write seconds as a number (30) or a duration string (\"30s\", \"2m\", \"500ms\")",
+                );
+                fallback
+            }
+        }
+    }
+}
+
+/// Resolves an optional duration key.
+pub fn duration(
+    value: Option<&DurationValue>,
+    src: &SourceFile,
+    key: &str,
+    default: Duration,
+    diags: &mut Diagnostics,
+) -> Duration {
+    value.map_or(default, |v| v.resolve(src, key, default, diags))
+}
+
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Capability names (tools, skills, channels, ...): `[A-Za-z0-9][A-Za-z0-9_-]*`.
+pub fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Tool names also fit the model APIs' function-name limit of 64 characters.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    is_valid_name(name) && name.len() <= 64
+}
+
+/// Every `${NAME}` placeholder in `text`, in order of appearance.
+pub fn placeholders(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name = &after[..end];
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            names.push(name.to_owned());
+        }
+        rest = &after[end + 1..];
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_found_in_order() {
+        assert_eq!(placeholders("Bearer ${TOKEN} and ${ORG_ID}/${}"), vec!["TOKEN", "ORG_ID"]);
+        assert!(placeholders("${unterminated").is_empty());
+    }
+
+    #[test]
+    fn names_follow_the_slug_rule() {
+        assert!(is_valid_name("inspect_pr"));
+        assert!(is_valid_name("a-b"));
+        assert!(!is_valid_name("_x"));
+        assert!(!is_valid_name("a b"));
+        assert!(!is_valid_tool_name(&"x".repeat(65)));
+    }
+}
