@@ -93,6 +93,11 @@ pub fn read_text(path: &Path, rel: &Rel, limit: u64, diags: &mut Diagnostics) ->
         diags.report(Code::ExpectedFile, Some(&name), None, format!("{name} is a directory, expected a file"));
         return None;
     }
+    if !meta.is_file() {
+        // FIFOs, sockets and devices would block or never end: never open them.
+        diags.report(Code::ExpectedFile, Some(&name), None, format!("{name} is not a regular file"));
+        return None;
+    }
     if meta.len() > limit {
         diags.report(
             Code::FileTooLarge,
