@@ -1,0 +1,4 @@
+mod examples;
+mod init;
+mod support;
+mod validate;
