@@ -8,6 +8,7 @@ mod connections;
 mod evals;
 mod extensions;
 mod fixture;
+mod garbage;
 mod hooks;
 mod layout;
 mod manifest;
