@@ -10,6 +10,8 @@ pub mod checks;
 pub mod commands;
 pub mod diag;
 pub mod formats;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod manifest;
 pub mod model;
 pub mod parse;

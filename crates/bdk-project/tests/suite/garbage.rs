@@ -2,15 +2,7 @@
 //! cargo-fuzz target in `fuzz/`. Valid files from the examples are truncated, byte-flipped and
 //! spliced, and every result must be a definition or diagnostics.
 
-use std::path::PathBuf;
-
-use bdk_project::diag::Diagnostics;
-use bdk_project::formats::{
-    Origin, ab, agent, artifacts, channel, connection, hook, reminder, schedule, storage, tool,
-};
-use bdk_project::model::ConnectionScope;
-use bdk_project::parse;
-use bdk_project::source::SourceFile;
+use bdk_project::fuzzing::{LOADERS, load_definition};
 
 /// xorshift64*: enough randomness for mutations, reproducible from the seed.
 struct Rng(u64);
@@ -80,39 +72,14 @@ fn mutate(rng: &mut Rng, text: &str) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-fn load_all(text: String, kind: usize) {
-    let src = SourceFile { path: PathBuf::from("bot/x"), rel: "bot/x".to_owned(), text };
-    let bot = PathBuf::from("bot");
-    let origin = Origin::project(bot.clone());
-    let mut d = Diagnostics::new();
-    match kind % 12 {
-        0 => drop(tool::load(&src, "x", &origin, &mut d)),
-        1 => drop(connection::load(&src, "x", ConnectionScope::Model, &origin, &mut d)),
-        2 => drop(channel::load(&src, "x", &origin, &mut d)),
-        3 => drop(hook::load(&src, "x", &origin, &mut d)),
-        4 => drop(schedule::load_toml(&src, "x", &origin, &mut d)),
-        5 => drop(schedule::load_markdown(&src, "x", &origin, &mut d)),
-        6 => drop(reminder::load(&src, "x", &origin, &mut d)),
-        7 => drop(artifacts::load(&src, &origin, &mut d)),
-        8 => drop(storage::load(&src, &mut d)),
-        9 => drop(ab::load(&src, "x", &mut d)),
-        10 => drop(agent::load_root(&src, &mut d)),
-        _ => {
-            if let Some(md) = parse::markdown(&src, &mut d) {
-                drop(parse::frontmatter::<serde_json::Value>(&src, &md, &mut d));
-            }
-        }
-    }
-}
-
 #[test]
 fn mutated_definitions_never_panic() {
     let mut rng = Rng(0x5EED_BDC0_FFEE_0001);
     for round in 0..3000 {
         let seed = SEEDS[round % SEEDS.len()];
         let text = mutate(&mut rng, seed);
-        let kind = rng.below(12);
-        let outcome = std::panic::catch_unwind(|| load_all(text.clone(), kind));
+        let kind = u8::try_from(rng.below(usize::from(LOADERS))).unwrap_or(0);
+        let outcome = std::panic::catch_unwind(|| drop(load_definition(kind, &text)));
         assert!(outcome.is_ok(), "loader {kind} panicked on:\n{text}");
     }
 }
