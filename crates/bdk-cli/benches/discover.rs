@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p bdk-cli --bench discover` (add `-- --runs N` to change the run count).
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a benchmark: failing loudly is the point
+
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;

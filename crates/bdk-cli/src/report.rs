@@ -155,6 +155,14 @@ fn list_or_none(items: &[String]) -> String {
     if items.is_empty() { "none".to_owned() } else { items.join(", ") }
 }
 
+/// Writes to stdout. A closed pipe (`bdk info --json | head`) ends the write quietly instead
+/// of panicking like `print!` does.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,12 +181,4 @@ mod tests {
         };
         assert_eq!(one_line(&d), "error[invalid_cron] bot/schedules/a.md:2:1: bad");
     }
-}
-
-/// Writes to stdout. A closed pipe (`bdk info --json | head`) ends the write quietly instead
-/// of panicking like `print!` does.
-pub fn emit(text: &str) {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
 }

@@ -21,7 +21,7 @@ pub fn run(project: &Project, diags: &mut Diagnostics) {
 /// Within one kind, a name means one thing (`schedules/a.md` and `schedules/a.toml` clash).
 fn unique_names(project: &Project, diags: &mut Diagnostics) {
     let caps = &project.caps;
-    let kinds: [(&str, Vec<(&str, &str)>); 8] = [
+    let kinds: [(&str, Vec<(&str, &str)>); 9] = [
         ("skill", caps.skills.iter().map(|s| (s.name.as_str(), s.file.as_str())).collect()),
         ("connection", caps.connections.iter().map(|c| (c.name.as_str(), c.file.as_str())).collect()),
         ("subagent", caps.subagents.iter().map(|s| (s.id.as_str(), s.file.as_str())).collect()),
@@ -29,6 +29,7 @@ fn unique_names(project: &Project, diags: &mut Diagnostics) {
         ("schedule", caps.schedules.iter().map(|s| (s.id.as_str(), s.file.as_str())).collect()),
         ("hook", caps.hooks.iter().map(|h| (h.name.as_str(), h.file.as_str())).collect()),
         ("reminder", caps.reminders.iter().map(|r| (r.name.as_str(), r.file.as_str())).collect()),
+        ("experiment", project.abs.iter().map(|a| (a.id.as_str(), a.file.as_str())).collect()),
         (
             "artifact kind",
             caps.artifact_kinds

@@ -185,6 +185,7 @@ impl Code {
         }
     }
 
+    /// The default severity; [`Diagnostics::report_as`] overrides it where context matters.
     pub fn severity(self) -> Severity {
         match self {
             Code::BothLayouts
@@ -296,6 +297,20 @@ impl Diagnostics {
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {
+        self.report_as(code, code.severity(), file, pos, message, hint);
+    }
+
+    /// Report `code` with a severity other than its default, for the few codes whose weight
+    /// depends on context (an unusable slug is only fatal where routing needs it).
+    pub fn report_as(
+        &mut self,
+        code: Code,
+        severity: Severity,
+        file: Option<&str>,
+        pos: Option<Pos>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
         let mut message = message.into();
         // Messages never repeat the file they are attached to.
         if let Some(prefix) = file.map(|f| format!("{f}: "))
@@ -305,7 +320,7 @@ impl Diagnostics {
         }
         self.items.push(Diagnostic {
             code: code.as_str().to_owned(),
-            severity: code.severity(),
+            severity,
             file: file.map(str::to_owned),
             line: pos.map(|p| p.line),
             column: pos.map(|p| p.column),

@@ -414,7 +414,8 @@ pub struct ExtensionDef {
     pub path: PathBuf,
     pub description: Option<String>,
     pub config: Map<String, Value>,
-    /// Instructions appended to the root agent's.
+    /// This mount's own instructions; discovery has already appended them to the root agent's
+    /// (`Project::instructions`), so runtimes must not append them again.
     pub instructions: Option<Instructions>,
     pub hosting: Hosting,
     /// The namespaced names it contributed, by kind.

@@ -22,12 +22,13 @@ pub fn toml_file<T: DeserializeOwned>(src: &SourceFile, diags: &mut Diagnostics)
     }
 }
 
-fn classify(message: &str) -> Code {
+/// The code for a serde message: which kind of mistake it describes.
+pub fn classify(message: &str) -> Code {
     if message.starts_with("unknown field") {
         Code::UnknownKey
     } else if message.starts_with("missing field") {
         Code::MissingField
-    } else if message.starts_with("invalid type") {
+    } else if message.starts_with("invalid type") || message.starts_with("data did not match any variant") {
         Code::WrongType
     } else if message.starts_with("unknown variant") || message.starts_with("invalid value") {
         Code::InvalidValue
@@ -52,7 +53,8 @@ pub fn markdown<'a>(src: &'a SourceFile, diags: &mut Diagnostics) -> Option<Mark
     let Some(rest) = text.strip_prefix("---").filter(|r| r.starts_with('\n') || r.starts_with("\r\n")) else {
         return Some(Markdown { frontmatter: None, frontmatter_line: 1, body: text });
     };
-    let rest = rest.trim_start_matches('\r').trim_start_matches('\n');
+    // Drop only the fence's own line break, so YAML line numbers map onto the file's.
+    let rest = rest.strip_prefix("\r\n").or_else(|| rest.strip_prefix('\n')).unwrap_or(rest);
     let mut offset = 0;
     for line in rest.split_inclusive('\n') {
         if line.trim_end() == "---" {
@@ -113,6 +115,18 @@ pub enum DurationValue {
 impl DurationValue {
     /// Resolves to a duration; an unreadable or zero value is reported and `fallback` used.
     pub fn resolve(&self, src: &SourceFile, key: &str, fallback: Duration, diags: &mut Diagnostics) -> Duration {
+        self.resolve_at(src, key, src.pos_of_key(key), fallback, diags)
+    }
+
+    /// [`DurationValue::resolve`], reporting at `pos`.
+    pub fn resolve_at(
+        &self,
+        src: &SourceFile,
+        key: &str,
+        pos: Option<Pos>,
+        fallback: Duration,
+        diags: &mut Diagnostics,
+    ) -> Duration {
         let parsed = match self {
             DurationValue::Seconds(secs) => Ok(Duration::from_secs(*secs)),
             DurationValue::Text(text) => humantime::parse_duration(text).map_err(|e| e.to_string()),
@@ -123,7 +137,7 @@ impl DurationValue {
                 diags.report(
                     Code::InvalidValue,
                     Some(&src.rel),
-                    src.pos_of_key(key),
+                    pos,
                     format!("{}: `{key}` must be greater than zero", src.rel),
                 );
                 fallback
@@ -132,7 +146,7 @@ impl DurationValue {
                 diags.report_with_hint(
                     Code::InvalidValue,
                     Some(&src.rel),
-                    src.pos_of_key(key),
+                    pos,
                     format!("{}: `{key}` is not a duration: {err}", src.rel),
                     "write seconds as a number (30) or a duration string (\"30s\", \"2m\", \"500ms\")",
                 );

@@ -8,7 +8,7 @@ use bdk_protocol::Diagnostic;
 
 use crate::diag::{Code, Diagnostics};
 use crate::formats::{Origin, ab, agent, artifacts, evals, extension, result, storage};
-use crate::model::{Capabilities, Instructions, Layout, Project};
+use crate::model::{Capabilities, ExtensionDef, Instructions, Layout, Project};
 use crate::source::{self, Entry, MAX_DEFINITION_BYTES, Rel};
 use crate::{checks, walk};
 
@@ -43,6 +43,8 @@ pub fn is_valid_slug(slug: &str) -> bool {
 pub fn discover(dirs: &[PathBuf]) -> Discovery {
     let mut discovery = Discovery::default();
     let mut host = Diagnostics::new();
+    // Several --dir projects share one host and are routed by slug, like a serve root's.
+    let routed = dirs.len() > 1;
     for dir in dirs {
         let shown = dir.display().to_string();
         if !dir.is_dir() {
@@ -56,7 +58,7 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
             continue;
         }
         if layout_of(dir).is_some() {
-            discovery.projects.push(load_project(dir, false));
+            discovery.projects.push(load_project(dir, routed));
             continue;
         }
         let mut children: Vec<PathBuf> = match std::fs::read_dir(dir) {
@@ -123,8 +125,9 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
         if in_serve_root {
             diags.report(Code::InvalidSlug, None, None, message);
         } else {
-            diags.report_with_hint(
+            diags.report_as(
                 Code::InvalidSlug,
+                bdk_protocol::Severity::Warning,
                 None,
                 None,
                 format!("{message}; serve it with --mode single or rename the folder"),
@@ -140,6 +143,8 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
     let mut result_def = None;
     let mut storage_def = None;
     let mut abs = Vec::new();
+    // Reported once extensions are mounted: a folder holding a mount target is not stray.
+    let mut strays = Vec::new();
     for entry in &walked.rest {
         let shown = rel.of(&entry.path);
         match (entry.name.as_str(), entry.is_dir) {
@@ -183,12 +188,10 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
                 None,
                 format!("{shown}: evals inside the agent folder are ignored"),
             ),
-            (name, true)
-                if matches!(
-                    name,
-                    "agent.toml" | "artifacts.toml" | "result.toml" | "storage.toml" | "ab.toml" | "instructions.md"
-                ) =>
-            {
+            (
+                "agent.toml" | "artifacts.toml" | "result.toml" | "storage.toml" | "ab.toml" | "instructions.md",
+                true,
+            ) => {
                 diags.report(
                     Code::ExpectedFile,
                     Some(&shown),
@@ -196,10 +199,10 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
                     format!("{shown} is a directory, expected a file"),
                 );
             }
-            _ => walk::report_stray(entry, "see docs/formats.md for what the agent folder holds", &rel, &mut diags),
+            _ => strays.push(entry),
         }
     }
-    let instructions = match agent::load_instructions(&bot_dir, &rel, &mut diags) {
+    let mut instructions = match agent::load_instructions(&bot_dir, &rel, &mut diags) {
         Some(instructions) => instructions,
         None => {
             let shown = rel.of(&bot_dir);
@@ -218,8 +221,19 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
         for entry in source::list_dir(&folder.path, &rel, &mut diags) {
             if let Some((def, ext_caps)) = extension::load(&entry, &rel, &mut diags) {
                 merge(&mut caps, ext_caps);
+                if let Some(ext) = def.instructions.as_ref().filter(|i| !i.text.trim().is_empty()) {
+                    append_instructions(&mut instructions, ext);
+                }
                 extensions.push(def);
             }
+        }
+    }
+    for entry in strays {
+        if !entry.is_dir && (walk::CAPABILITY_FOLDERS.contains(&entry.name.as_str()) || entry.name == "lib") {
+            let shown = rel.of(&entry.path);
+            diags.report(Code::ExpectedDirectory, Some(&shown), None, format!("{shown} is a file, expected a folder"));
+        } else if !(entry.is_dir && extensions.iter().any(|e: &ExtensionDef| e.path.starts_with(&entry.path))) {
+            walk::report_stray(entry, "see docs/formats.md for what the agent folder holds", &rel, &mut diags);
         }
     }
     let evals = evals::load(&dir, &rel, &mut diags);
@@ -247,6 +261,16 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
     checks::run(&project, &mut diags);
     project.diagnostics = diags.into_sorted();
     project
+}
+
+/// Extension instructions follow the root's, in mount order.
+fn append_instructions(into: &mut Instructions, ext: &Instructions) {
+    if into.text.trim().is_empty() {
+        into.text = ext.text.clone();
+    } else {
+        into.text = format!("{}\n\n{}", into.text, ext.text);
+    }
+    into.files.extend(ext.files.iter().cloned());
 }
 
 fn read(entry: &Entry, rel: &Rel, diags: &mut Diagnostics) -> Option<source::SourceFile> {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::diag::{Code, Diagnostics};
-use crate::source::SourceFile;
+use crate::source::{Pos, SourceFile};
 
 /// Schemas nested deeper than this are refused before compilation.
 pub const MAX_SCHEMA_DEPTH: usize = 64;
@@ -13,27 +13,42 @@ pub const MAX_SCHEMA_DEPTH: usize = 64;
 /// Converts a TOML value to JSON and checks that it is a usable JSON Schema.
 /// `key` names the schema in messages and is used to find its line.
 pub fn check(value: &toml::Value, src: &SourceFile, key: &str, diags: &mut Diagnostics) -> Option<Value> {
+    check_at(value, src, key, src.pos_of_key(key), diags)
+}
+
+/// [`check`], reporting at `pos` (for schemas whose key appears more than once in the file).
+pub fn check_at(
+    value: &toml::Value,
+    src: &SourceFile,
+    key: &str,
+    pos: Option<Pos>,
+    diags: &mut Diagnostics,
+) -> Option<Value> {
     let json = match serde_json::to_value(value) {
         Ok(json) => json,
         Err(err) => {
             diags.report(
                 Code::InvalidSchema,
                 Some(&src.rel),
-                src.pos_of_key(key),
+                pos,
                 format!("{}: `{key}` cannot be read as JSON: {err}", src.rel),
             );
             return None;
         }
     };
-    check_json(json, src, key, diags)
+    check_json_at(json, src, key, pos, diags)
 }
 
 pub fn check_json(json: Value, src: &SourceFile, key: &str, diags: &mut Diagnostics) -> Option<Value> {
+    check_json_at(json, src, key, src.pos_of_key(key), diags)
+}
+
+fn check_json_at(json: Value, src: &SourceFile, key: &str, pos: Option<Pos>, diags: &mut Diagnostics) -> Option<Value> {
     if depth(&json) > MAX_SCHEMA_DEPTH {
         diags.report(
             Code::SchemaTooDeep,
             Some(&src.rel),
-            src.pos_of_key(key),
+            pos,
             format!("{}: `{key}` nests deeper than {MAX_SCHEMA_DEPTH} levels", src.rel),
         );
         return None;
@@ -42,7 +57,7 @@ pub fn check_json(json: Value, src: &SourceFile, key: &str, diags: &mut Diagnost
         diags.report(
             Code::InvalidSchema,
             Some(&src.rel),
-            src.pos_of_key(key),
+            pos,
             format!("{}: `{key}` must be a table (a JSON Schema object)", src.rel),
         );
         return None;
@@ -53,7 +68,7 @@ pub fn check_json(json: Value, src: &SourceFile, key: &str, diags: &mut Diagnost
             diags.report(
                 Code::InvalidSchema,
                 Some(&src.rel),
-                src.pos_of_key(key),
+                pos,
                 format!("{}: `{key}` is not a valid JSON Schema: {err}", src.rel),
             );
             None
@@ -63,7 +78,28 @@ pub fn check_json(json: Value, src: &SourceFile, key: &str, diags: &mut Diagnost
 
 /// Checks that an input schema describes an object (tool inputs and bodies are JSON objects).
 pub fn check_object(value: &toml::Value, src: &SourceFile, key: &str, diags: &mut Diagnostics) -> Option<Value> {
-    let json = check(value, src, key, diags)?;
+    check_object_at(value, src, key, src.pos_of_key(key), diags)
+}
+
+/// [`check_object`], reporting at `pos`.
+pub fn check_object_at(
+    value: &toml::Value,
+    src: &SourceFile,
+    key: &str,
+    pos: Option<Pos>,
+    diags: &mut Diagnostics,
+) -> Option<Value> {
+    let json = check_at(value, src, key, pos, diags)?;
+    if !json.is_object() {
+        // A boolean schema is valid JSON Schema but says nothing about an object's shape.
+        diags.report(
+            Code::InvalidSchema,
+            Some(&src.rel),
+            pos,
+            format!("{}: `{key}` must be a table describing an object, not `{json}`", src.rel),
+        );
+        return None;
+    }
     match json.get("type") {
         None => Some(json),
         Some(Value::String(t)) if t == "object" => Some(json),
@@ -71,7 +107,7 @@ pub fn check_object(value: &toml::Value, src: &SourceFile, key: &str, diags: &mu
             diags.report(
                 Code::InvalidSchema,
                 Some(&src.rel),
-                src.pos_of_key(key),
+                pos,
                 format!("{}: `{key}` must describe an object, found type {other}", src.rel),
             );
             None

@@ -114,6 +114,12 @@ pub fn read_text(path: &Path, rel: &Rel, limit: u64, diags: &mut Diagnostics) ->
             return None;
         }
     };
+    // A leading byte-order mark is not content: dropped, so a BOM-only file is empty and
+    // columns on line 1 match what an editor shows.
+    let bytes = match bytes.strip_prefix(b"\xef\xbb\xbf") {
+        Some(rest) => rest.to_vec(),
+        None => bytes,
+    };
     match String::from_utf8(bytes) {
         Ok(text) => Some(SourceFile { path: path.to_path_buf(), rel: name, text }),
         Err(err) => {
@@ -187,8 +193,9 @@ pub fn list_dir(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<Entry> {
     entries
 }
 
-/// Every file under `dir`, recursively, relative to `dir`, sorted. Follows symlinks and reports
-/// loops instead of walking them.
+/// Every regular file under `dir`, recursively, relative to `dir`, sorted. Follows symlinks and
+/// reports loops instead of walking them; FIFOs, sockets and devices are reported and left out,
+/// since whoever reads or copies them later would block.
 pub fn walk_files(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<String> {
     let mut files = Vec::new();
     for item in walkdir::WalkDir::new(dir).follow_links(true).min_depth(1).sort_by_file_name() {
@@ -197,6 +204,10 @@ pub fn walk_files(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<String>
                 if let Ok(inner) = entry.path().strip_prefix(dir) {
                     files.push(Rel::new(Path::new("")).of(inner));
                 }
+            }
+            Ok(entry) if !entry.file_type().is_dir() => {
+                let shown = rel.of(entry.path());
+                diags.report(Code::ExpectedFile, Some(&shown), None, format!("{shown} is not a regular file"));
             }
             Ok(_) => {}
             Err(err) => {

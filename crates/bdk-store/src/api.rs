@@ -77,7 +77,8 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 pub trait EventLog: Send + Sync + fmt::Debug {
     /// Appends `events` contiguously (consecutive indices, in order) and resolves once they are
     /// durable; only then are they published to followers. Indices are assigned here: dense,
-    /// from 0. An error means none of `events` was recorded.
+    /// from 0. An error means none of `events` was recorded. Dropping the future after the
+    /// events were queued does not withdraw them: they are still written, just not acknowledged.
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>>;
 
     /// Durable events with `index >= from`, at most `limit` of them.

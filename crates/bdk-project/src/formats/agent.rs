@@ -258,16 +258,11 @@ pub fn load_instructions(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Opti
             );
         } else {
             for entry in source::list_dir(&folder, rel, diags) {
-                if entry.extension() == Some("md") && !entry.is_dir {
+                if entry.extension() == Some("md") {
+                    // A directory named `x.md` is reported by the read as expected_file.
                     sources.extend(source::read_text(&entry.path, rel, MAX_MARKDOWN_BYTES, diags));
                 } else {
-                    let shown = rel.of(&entry.path);
-                    diags.report(
-                        Code::StrayFile,
-                        Some(&shown),
-                        None,
-                        format!("{shown}: instructions/ holds only .md files"),
-                    );
+                    crate::walk::report_stray(&entry, "instructions/ holds only .md files", rel, diags);
                 }
             }
             if sources.is_empty() {

@@ -6,12 +6,13 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 use crate::diag::{Code, Diagnostics};
 use crate::model::{Admission, AuthPolicy, ChannelDef, ChannelKind, RouteDef};
 use crate::parse::{self, DurationValue};
 use crate::schema;
-use crate::source::SourceFile;
+use crate::source::{Pos, SourceFile};
 
 use super::Origin;
 
@@ -65,13 +66,14 @@ enum AuthFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RouteFile {
-    method: String,
-    path: String,
+    // Spans locate each route's own lines; a channel usually declares several.
+    method: Spanned<String>,
+    path: Spanned<String>,
     description: Option<String>,
-    body_schema: Option<toml::Value>,
-    query_schema: Option<toml::Value>,
+    body_schema: Option<Spanned<toml::Value>>,
+    query_schema: Option<Spanned<toml::Value>>,
     handler: Option<Vec<String>>,
-    timeout: Option<DurationValue>,
+    timeout: Option<Spanned<DurationValue>>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -168,41 +170,47 @@ fn load_route(
     diags: &mut Diagnostics,
 ) -> Option<RouteDef> {
     let label = format!("{}: routes[{index}]", src.rel);
-    let pos = src.pos_of_key("path");
-    let method = route.method.to_ascii_uppercase();
+    let at = |span: std::ops::Range<usize>| -> Option<Pos> { Some(src.pos_at(span.start)) };
+    let pos = at(route.path.span());
+    let method_pos = at(route.method.span());
+    let route_method = route.method.into_inner();
+    let route_path = route.path.into_inner();
+    let method = route_method.to_ascii_uppercase();
     let mut ok = true;
     if !METHODS.contains(&method.as_str()) {
         diags.report(
             Code::InvalidRoute,
             Some(&src.rel),
-            src.pos_of_key("method"),
-            format!("{label}: method `{}` is not supported", route.method),
+            method_pos,
+            format!("{label}: method `{route_method}` is not supported"),
         );
         ok = false;
     }
-    if !route.path.starts_with('/') || route.path.contains("//") || route.path.contains(char::is_whitespace) {
+    if !route_path.starts_with('/') || route_path.contains("//") || route_path.contains(char::is_whitespace) {
         diags.report(
             Code::InvalidRoute,
             Some(&src.rel),
             pos,
-            format!("{label}: path `{}` must start with / and hold no spaces or empty segments", route.path),
+            format!("{label}: path `{}` must start with / and hold no spaces or empty segments", route_path),
         );
         ok = false;
     }
-    if !seen.insert((method.clone(), route.path.clone())) {
+    if !seen.insert((method.clone(), route_path.clone())) {
         diags.report(
             Code::DuplicateRoute,
             Some(&src.rel),
             pos,
-            format!("{label}: {method} {} is declared twice", route.path),
+            format!("{label}: {method} {} is declared twice", route_path),
         );
         ok = false;
     }
-    if method == "GET" && route.body_schema.is_some() {
+    if method == "GET"
+        && let Some(body) = &route.body_schema
+    {
         diags.report_with_hint(
             Code::InvalidRoute,
             Some(&src.rel),
-            src.pos_of_key("body_schema"),
+            at(body.span()),
             format!("{label}: GET routes carry no body"),
             "use query_schema for GET routes",
         );
@@ -214,20 +222,28 @@ fn load_route(
             Code::MissingField,
             Some(&src.rel),
             pos,
-            format!("{label}: {method} {} has no `handler`", route.path),
+            format!("{label}: {method} {} has no `handler`", route_path),
             "add `handler = [\"program\", \"arg\"]`; it reads the request as JSON on stdin",
         );
         ok = false;
     }
-    let body_schema = route.body_schema.as_ref().map(|v| schema::check_object(v, src, "body_schema", diags));
-    let query_schema = route.query_schema.as_ref().map(|v| schema::check_object(v, src, "query_schema", diags));
+    let body_schema = route
+        .body_schema
+        .as_ref()
+        .map(|v| schema::check_object_at(v.get_ref(), src, "body_schema", at(v.span()), diags));
+    let query_schema = route
+        .query_schema
+        .as_ref()
+        .map(|v| schema::check_object_at(v.get_ref(), src, "query_schema", at(v.span()), diags));
     if matches!(body_schema, Some(None)) || matches!(query_schema, Some(None)) {
         ok = false;
     }
-    let timeout = parse::duration(route.timeout.as_ref(), src, "timeout", DEFAULT_HANDLER_TIMEOUT, diags);
+    let timeout = route.timeout.as_ref().map_or(DEFAULT_HANDLER_TIMEOUT, |t| {
+        t.get_ref().resolve_at(src, "timeout", at(t.span()), DEFAULT_HANDLER_TIMEOUT, diags)
+    });
     ok.then(|| RouteDef {
         method,
-        path: route.path,
+        path: route_path,
         description: route.description,
         body_schema: body_schema.flatten(),
         query_schema: query_schema.flatten(),

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::diag::{Code, Diagnostics};
 use crate::model::{CalledTool, EvalCase, EvalTurn, EvalsDef, Expectations};
@@ -42,7 +43,7 @@ struct EvalFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CaseFile {
-    id: String,
+    id: Spanned<String>,
     description: Option<String>,
     #[serde(default)]
     tags: Vec<String>,
@@ -62,8 +63,9 @@ struct TurnFile {
 #[serde(deny_unknown_fields)]
 struct ExpectFile {
     succeeded: Option<bool>,
+    /// Names or `{ name, input }` tables; read by hand so a misspelt key is reported.
     #[serde(default)]
-    called_tool: Vec<CalledFile>,
+    called_tool: Vec<toml::Value>,
     #[serde(default)]
     not_called_tool: Vec<String>,
     #[serde(default)]
@@ -74,10 +76,10 @@ struct ExpectFile {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum CalledFile {
-    Name(String),
-    Call { name: String, input: Option<toml::Value> },
+#[serde(deny_unknown_fields)]
+struct CallFile {
+    name: String,
+    input: Option<toml::Value>,
 }
 
 /// Loads `<project>/evals/`. `None` when the folder does not exist.
@@ -95,9 +97,12 @@ pub fn load(project_dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Option<Ev
     };
     let mut cases = Vec::new();
     let mut ids = HashSet::new();
+    // Eval files found, parsed or not: the config is required as soon as one exists.
+    let mut eval_files = 0;
     for file in source::walk_files(&dir, rel, diags) {
         let path = dir.join(&file);
         if let Some(stem) = file.strip_suffix(SUFFIX) {
+            eval_files += 1;
             let id = stem.strip_suffix("/index").or((stem == "index").then_some("index")).unwrap_or(stem).to_owned();
             if let Some(src) = source::read_text(&path, rel, MAX_DEFINITION_BYTES, diags) {
                 for case in load_file(&src, &id, diags) {
@@ -127,13 +132,13 @@ pub fn load(project_dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Option<Ev
         }
     }
     let Some((config, src)) = config else {
-        if !cases.is_empty() && !config_path.exists() {
+        if eval_files > 0 && !config_path.exists() {
             let shown = rel.of(&dir);
             diags.report(
                 Code::EvalsConfigMissing,
                 Some(&shown),
                 None,
-                format!("{shown}: {} eval(s) found but evals/evals.toml is missing", cases.len()),
+                format!("{shown}: {eval_files} eval file(s) found but evals/evals.toml is missing"),
             );
         }
         return Some(EvalsDef { max_concurrency: DEFAULT_MAX_CONCURRENCY, timeout: DEFAULT_TIMEOUT, cases });
@@ -175,12 +180,14 @@ fn load_file(src: &SourceFile, id: &str, diags: &mut Diagnostics) -> Vec<EvalCas
             let mut seen = HashSet::new();
             let mut out = Vec::new();
             for case in cases {
-                if !parse::is_valid_name(&case.id) || !seen.insert(case.id.clone()) {
+                let id_pos = src.pos_at(case.id.span().start);
+                let case_id = case.id.into_inner();
+                if !parse::is_valid_name(&case_id) || !seen.insert(case_id.clone()) {
                     diags.report(
                         Code::DuplicateCase,
                         Some(&src.rel),
-                        src.pos_of_key("id"),
-                        format!("{}: case id `{}` must be a unique single path segment", src.rel, case.id),
+                        Some(id_pos),
+                        format!("{}: case id `{case_id}` must be a unique single path segment", src.rel),
                     );
                     continue;
                 }
@@ -188,7 +195,7 @@ fn load_file(src: &SourceFile, id: &str, diags: &mut Diagnostics) -> Vec<EvalCas
                 let mut tags = file.tags.clone();
                 tags.extend(case.tags.into_iter().filter(|t| !file.tags.contains(t)));
                 out.push(EvalCase {
-                    id: format!("{id}/{}", case.id),
+                    id: format!("{id}/{case_id}"),
                     file: src.rel.clone(),
                     description: case.description.or(file.description.clone()),
                     tags,
@@ -267,18 +274,28 @@ fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> 
             );
         }
     }
+    let mut called_tool = Vec::new();
+    for value in file.called_tool {
+        let call = match value {
+            toml::Value::String(name) => Ok(CallFile { name, input: None }),
+            toml::Value::Table(_) => value.try_into::<CallFile>().map_err(|e| e.message().trim().to_owned()),
+            other => Err(format!("invalid type: {}, expected a tool name or {{ name, input }}", other.type_str())),
+        };
+        match call {
+            Ok(CallFile { name, input }) => {
+                called_tool.push(CalledTool { name, input: input.and_then(|i| serde_json::to_value(i).ok()) })
+            }
+            Err(message) => diags.report(
+                parse::classify(&message),
+                Some(&src.rel),
+                src.pos_of_key("called_tool"),
+                format!("{}: called_tool: {message}", src.rel),
+            ),
+        }
+    }
     Expectations {
         succeeded: file.succeeded,
-        called_tool: file
-            .called_tool
-            .into_iter()
-            .map(|c| match c {
-                CalledFile::Name(name) => CalledTool { name, input: None },
-                CalledFile::Call { name, input } => {
-                    CalledTool { name, input: input.and_then(|i| serde_json::to_value(i).ok()) }
-                }
-            })
-            .collect(),
+        called_tool,
         not_called_tool: file.not_called_tool,
         reply_includes: file.reply_includes,
         reply_matches: file.reply_matches,

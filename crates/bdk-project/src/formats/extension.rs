@@ -70,7 +70,9 @@ pub fn load(entry: &Entry, rel: &Rel, diags: &mut Diagnostics) -> Option<(Extens
             return None;
         };
         let base = entry.path.parent().map(PathBuf::from).unwrap_or_default();
+        // Canonical, so files inside are named `bot/vendor/ci/...`, not `bot/extensions/../...`.
         let dir = base.join(&path);
+        let dir = dir.canonicalize().unwrap_or(dir);
         if !dir.is_dir() {
             diags.report(
                 Code::ExtensionPath,

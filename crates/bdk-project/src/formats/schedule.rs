@@ -90,7 +90,10 @@ pub fn load_toml(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagno
             return None;
         }
         (None, Some(run), None) if run.first().is_some_and(|c| !c.trim().is_empty()) => ScheduleAction::Run(run),
-        (None, None, Some(receive)) => ScheduleAction::Receive { channel: receive.channel, message: receive.message },
+        // Inside an extension the channel named is the extension's own (`<ns>__<channel>`).
+        (None, None, Some(receive)) => {
+            ScheduleAction::Receive { channel: origin.name(&receive.channel), message: receive.message }
+        }
         _ => {
             diags.report(
                 Code::ScheduleBody,

@@ -44,6 +44,8 @@ pub(crate) struct Durable {
     pub len: u64,
     pub next_index: u64,
     pub checkpoints: Vec<u64>,
+    /// Group commits (one write + one fsync each) since the log was opened.
+    pub commits: u64,
 }
 
 impl Durable {
@@ -124,6 +126,7 @@ impl LogHandle {
                 len: recovered.len,
                 next_index: recovered.next_index,
                 checkpoints: recovered.checkpoints,
+                commits: 0,
             }),
             tx,
         });
@@ -266,6 +269,7 @@ impl Writer {
                     state.len = new_len;
                     state.next_index = index;
                     state.checkpoints.extend(checkpoints);
+                    state.commits += 1;
                     for s in &staged {
                         for event in &s.events {
                             // No receivers is fine: nobody follows this session right now.

@@ -51,6 +51,8 @@ pub struct LogInfo {
     pub bytes: u64,
     /// Bytes of a torn final write cut off when the log was opened.
     pub dropped_bytes_on_open: u64,
+    /// Group commits (one write + one fsync each) since the log was opened.
+    pub commits: u64,
 }
 
 impl FsStore {
@@ -90,6 +92,7 @@ impl FsStore {
             events: state.next_index,
             bytes: state.len,
             dropped_bytes_on_open: log.shared.dropped_bytes_on_open,
+            commits: state.commits,
         })
     }
 

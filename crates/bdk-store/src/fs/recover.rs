@@ -11,6 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use super::atomic::sync_dir;
 use crate::error::{Error, Result};
 
 /// Every this-many events the log remembers a byte offset, so replay can seek.
@@ -34,6 +35,7 @@ struct Head {
 
 /// Scans the log at `path` (creating it if missing), truncates a torn tail and returns its state.
 pub(crate) fn recover(path: &Path) -> Result<Recovered> {
+    let existed = path.exists();
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -41,6 +43,10 @@ pub(crate) fn recover(path: &Path) -> Result<Recovered> {
         .truncate(false)
         .open(path)
         .map_err(|e| Error::io(path, e))?;
+    if !existed && let Some(dir) = path.parent() {
+        // Make the new file's directory entry durable before anything is acknowledged in it.
+        sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    }
     let scan = scan(&file).map_err(|e| Error::io(path, e))?;
     if let Some((offset, reason)) = scan.valid_after_damage {
         return Err(Error::Corrupt { path: path.to_path_buf(), offset, reason });

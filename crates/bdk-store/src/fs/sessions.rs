@@ -18,6 +18,9 @@ const TRASH_PREFIX: &str = ".trash-";
 
 impl SessionStore for FsStore {
     fn create(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        // A handle cached for an earlier session of this id (folder removed by hand) would
+        // still point at the old, unlinked file.
+        self.close_log(&record.id);
         let layout = self.layout().clone();
         Box::pin(blocking(move || create(&layout, &record)))
     }

@@ -110,6 +110,11 @@ async fn deleting_the_folder_removes_the_session() {
     let store = fx.reopen();
     assert_eq!(within(store.list()).await.unwrap().len(), 1);
     assert!(within(store.read(&gone, 0, None)).await.is_err());
+
+    // The id can be used again, starting from an empty log.
+    within(fx.store.create(record(&gone))).await.unwrap();
+    assert_eq!(within(fx.store.append(&gone, vec![delta("new")])).await.unwrap()[0].index, 0);
+    assert_eq!(within(fx.store.read(&gone, 0, None)).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -135,4 +140,19 @@ async fn unreadable_records_are_skipped_in_listings() {
     let ids: Vec<SessionId> = within(fx.store.list()).await.unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(ids, [good]);
     assert!(matches!(within(fx.store.get(&bad)).await, Err(Error::Json { .. })));
+}
+
+#[tokio::test]
+async fn recreating_a_removed_session_starts_a_fresh_log() {
+    let fx = Fixture::new();
+    let id = fx.session().await;
+    within(fx.store.append(&id, vec![delta("old")])).await.unwrap();
+    std::fs::remove_dir_all(fx.store.layout().session_dir(&id)).unwrap();
+
+    // Nothing touched the log in between, so the store still has it open.
+    within(fx.store.create(record(&id))).await.unwrap();
+    let acked = within(fx.store.append(&id, vec![delta("new")])).await.unwrap();
+    assert_eq!(acked[0].index, 0);
+    let events = within(fx.reopen().read(&id, 0, None)).await.unwrap();
+    assert_eq!(events.len(), 1, "the append went to the new file, not the unlinked one");
 }

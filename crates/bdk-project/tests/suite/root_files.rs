@@ -1,0 +1,121 @@
+//! The root agent's own files: agent.toml, artifacts.toml, result.toml, storage.toml and A/B
+//! experiments (`ab.toml`, `ab/<id>.toml`).
+
+use bdk_project::checks::active_builtins;
+
+use super::fixture::Fixture;
+use super::{assert_clean, find, only};
+
+#[test]
+fn agent_toml_settings_are_read() {
+    //! Guards: name, description, model table and harness settings reach the project.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/agent.toml",
+            "name = \"Helper\"\ndescription = \"Helps.\"\nmax_steps = 12\ntools = [\"read\", \"grep\"]\n\
+             [model]\nid = \"gpt-x\"\nprovider = \"openai\"\n[model.params]\ntemperature = 0.2\n\
+             [local]\nsandbox = true\n",
+        )
+        .load();
+    assert_clean(&project);
+    assert_eq!(project.name, "Helper");
+    assert_eq!(project.slug, "proj");
+    assert_eq!(project.harness.max_steps, 12);
+    assert!(project.harness.sandbox);
+    let model = project.model.as_ref().expect("model");
+    assert_eq!((model.id.as_str(), model.provider.as_deref()), ("gpt-x", Some("openai")));
+    assert_eq!(model.params.get("temperature"), Some(&serde_json::json!(0.2)));
+    assert_eq!(active_builtins(&project), ["read", "grep"]);
+}
+
+#[test]
+fn bad_agent_toml_values_are_reported() {
+    //! Guards: zero limits, unknown providers and unknown model keys are reported at their line.
+    let (_fx, project) =
+        Fixture::new().file("bot/agent.toml", "max_steps = 0\n[model]\nid = \"x\"\nprovider = \"acme\"\n").load();
+    let lines: Vec<_> = super::all_with(&project, "invalid_value").iter().map(|d| d.line).collect();
+    assert_eq!(lines, [Some(1), Some(4)]);
+    let (_fx, project) = Fixture::new().file("bot/agent.toml", "[model]\nid = \"x\"\ntemprature = 1\n").load();
+    only(&project, "unknown_key").error().file("bot/agent.toml");
+}
+
+#[test]
+fn artifacts_agent_tool_without_kinds_is_an_error() {
+    //! Guards: `tag_artifact` needs at least one declared kind to tag with.
+    let (_fx, project) = Fixture::new().file("bot/artifacts.toml", "max = 10\nagent_tool = true\n").load();
+    only(&project, "artifacts_no_kinds").error().file("bot/artifacts.toml").line(2);
+}
+
+#[test]
+fn artifacts_with_kinds_turn_on_tag_artifact() {
+    //! Guards: declared kinds load and agent_tool adds the `tag_artifact` built-in.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/artifacts.toml",
+            "agent_tool = true\n[kinds.report]\ndescription = \"A report.\"\nschema = { type = \"object\" }\n",
+        )
+        .load();
+    assert_clean(&project);
+    assert_eq!(project.caps.artifact_kinds[0].name, "report");
+    assert!(active_builtins(&project).contains(&"tag_artifact"));
+}
+
+#[test]
+fn ab_with_fewer_than_two_arms_is_an_error() {
+    //! Guards: an experiment needs two or more arms, in ab.toml and ab/<id>.toml alike.
+    let (_fx, project) = Fixture::new()
+        .file("bot/ab.toml", "[[arms]]\nid = \"only\"\n")
+        .file("bot/ab/tone.toml", "description = \"none\"\n")
+        .load();
+    let files: Vec<_> =
+        super::all_with(&project, "ab_arms").iter().map(|d| d.file.clone().unwrap_or_default()).collect();
+    assert_eq!(files, ["bot/ab.toml", "bot/ab/tone.toml"]);
+    find(&project, "ab_arms").error().line(1);
+    assert!(project.abs.is_empty());
+}
+
+#[test]
+fn ab_arms_need_distinct_ids_and_weights() {
+    //! Guards: duplicate arm ids or zero weights are refused.
+    let (_fx, project) = Fixture::new()
+        .file("bot/ab/a.toml", "[[arms]]\nid = \"x\"\n[[arms]]\nid = \"x\"\n")
+        .file("bot/ab/b.toml", "[[arms]]\nid = \"x\"\n[[arms]]\nid = \"y\"\nweight = 0\n")
+        .load();
+    assert_eq!(super::all_with(&project, "ab_arms").len(), 2);
+}
+
+#[test]
+fn ab_toml_and_ab_folder_share_one_id_space() {
+    //! Guards: `ab.toml` is experiment `ab`, so `ab/ab.toml` clashes with it.
+    let arms = "[[arms]]\nid = \"a\"\n[[arms]]\nid = \"b\"\n";
+    let (_fx, project) = Fixture::new().file("bot/ab.toml", arms).file("bot/ab/ab.toml", arms).load();
+    only(&project, "name_clash").error();
+}
+
+#[test]
+fn a_valid_ab_experiment_loads() {
+    //! Guards: arms keep their weights, models and instructions.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/ab/tone.toml",
+            "[[arms]]\nid = \"control\"\n[[arms]]\nid = \"terse\"\nweight = 3\ninstructions = \"Be terse.\"\n",
+        )
+        .load();
+    assert_clean(&project);
+    let ab = &project.abs[0];
+    assert_eq!(ab.id, "tone");
+    assert!(ab.enabled);
+    assert_eq!(ab.arms[1].weight, 3);
+}
+
+#[test]
+fn result_and_storage_are_checked() {
+    //! Guards: result.toml needs a command; storage.toml a known backend.
+    let (_fx, project) = Fixture::new()
+        .file("bot/result.toml", "command = []\n")
+        .file("bot/storage.toml", "backend = \"redis\"\n")
+        .load();
+    only(&project, "missing_field").error().file("bot/result.toml");
+    only(&project, "invalid_value").error().file("bot/storage.toml");
+    assert!(project.result.is_none());
+}
