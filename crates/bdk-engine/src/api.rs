@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdk_model::ModelProvider;
+use bdk_model::{ModelProvider, Price};
 use bdk_protocol::event::{SessionMode, Usage};
 use bdk_protocol::{Event, SessionId, TurnId};
 use bdk_store::{EventStream, SessionRecord, Stores};
@@ -12,7 +12,8 @@ use bdk_tools::ToolRegistry;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::error::{EngineError, Result};
+use crate::engine::Core;
+use crate::error::Result;
 
 /// Who is calling. Sessions belong to the principal that created them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -142,22 +143,18 @@ pub struct TurnCost {
     pub cost_usd: f64,
 }
 
+/// Settings beyond [`AgentConfig`] with sensible defaults; pass them to [`Engine::with_options`].
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Token prices for cost estimates. `None`: the built-in table's price for the provider's
+    /// model, when it has one (else costs are recorded as 0).
+    pub price: Option<Price>,
+}
+
 /// One agent's session engine. Clone it freely.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    inner: Arc<Inner>,
-}
-
-#[derive(Debug)]
-struct Inner {
-    #[allow(dead_code)]
-    config: AgentConfig,
-    #[allow(dead_code)]
-    stores: Stores,
-    #[allow(dead_code)]
-    provider: Arc<dyn ModelProvider>,
-    #[allow(dead_code)]
-    tools: Arc<dyn ToolRegistry>,
+    inner: Arc<Core>,
 }
 
 impl Engine {
@@ -167,52 +164,80 @@ impl Engine {
         provider: Arc<dyn ModelProvider>,
         tools: Arc<dyn ToolRegistry>,
     ) -> Self {
-        Self { inner: Arc::new(Inner { config, stores, provider, tools }) }
+        Self::with_options(config, stores, provider, tools, EngineOptions::default())
+    }
+
+    /// [`Engine::new`] with explicit [`EngineOptions`].
+    pub fn with_options(
+        config: AgentConfig,
+        stores: Stores,
+        provider: Arc<dyn ModelProvider>,
+        tools: Arc<dyn ToolRegistry>,
+        options: EngineOptions,
+    ) -> Self {
+        Self { inner: Core::new(config, stores, provider, tools, options) }
+    }
+
+    /// The agent settings this engine runs with.
+    pub fn config(&self) -> &AgentConfig {
+        &self.inner.config
     }
 
     /// Closes turns left open by a previous process (`turn.failed`, reason: the host restarted)
     /// so those sessions wait for a follow-up. Call once before serving. Returns how many.
     pub async fn recover(&self) -> Result<usize> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+        crate::recovery::recover(&self.inner).await
     }
 
-    pub async fn start_session(&self, _request: StartSession) -> Result<SessionStarted> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn start_session(&self, request: StartSession) -> Result<SessionStarted> {
+        self.inner.start_session(request).await
     }
 
-    pub async fn follow_up(&self, _session: &SessionId, _request: FollowUp) -> Result<FollowUpAccepted> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn follow_up(&self, session: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
+        self.inner.follow_up(session, request).await
     }
 
     /// Interrupts the running turn (`turn.failed`, status `cancelled`); the session stays followable.
-    pub async fn stop(&self, _session: &SessionId, _principal: &Principal) -> Result<()> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn stop(&self, session: &SessionId, principal: &Principal) -> Result<()> {
+        self.inner.stop(session, principal).await
     }
 
     /// The session's record, after the owner check.
-    pub async fn session(&self, _session: &SessionId, _principal: &Principal) -> Result<SessionRecord> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn session(&self, session: &SessionId, principal: &Principal) -> Result<SessionRecord> {
+        self.inner.owned_record(session, principal).await
     }
 
     /// Recorded events from `from` (a one-shot dump).
-    pub async fn events(&self, _session: &SessionId, _principal: &Principal, _from: u64) -> Result<Vec<Event>> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn events(&self, session: &SessionId, principal: &Principal, from: u64) -> Result<Vec<Event>> {
+        self.inner.owned_record(session, principal).await?;
+        Ok(self.inner.stores.events.read(session, from, None).await?)
     }
 
     /// Replays from `from`, then follows live events, without gaps or duplicates.
-    pub async fn follow(&self, _session: &SessionId, _principal: &Principal, _from: u64) -> Result<EventStream> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn follow(&self, session: &SessionId, principal: &Principal, from: u64) -> Result<EventStream> {
+        self.inner.owned_record(session, principal).await?;
+        Ok(self.inner.stores.events.follow(session, from).await?)
     }
 
-    pub async fn list(&self, _scope: ListScope) -> Result<Vec<SessionSummary>> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn list(&self, scope: ListScope) -> Result<Vec<SessionSummary>> {
+        self.inner.list(scope).await
     }
 
-    pub async fn cost(&self, _session: &SessionId, _principal: &Principal) -> Result<CostReport> {
-        Err(EngineError::InvalidRequest("not built yet".into()))
+    pub async fn cost(&self, session: &SessionId, principal: &Principal) -> Result<CostReport> {
+        self.inner.owned_record(session, principal).await?;
+        let events = self.inner.stores.events.read(session, 0, None).await?;
+        Ok(crate::cost::cost_report(session, &events))
+    }
+
+    /// Whether a turn of this session is running or queued right now (direct tool calls bound
+    /// to the session answer `session_busy` while it is).
+    pub fn is_busy(&self, session: &SessionId) -> bool {
+        self.inner.is_busy(session)
     }
 
     /// Stops admitting turns, lets running ones finish for up to `grace`, then cancels them and
     /// waits until their final events are durable.
-    pub async fn drain(&self, _grace: Duration) {}
+    pub async fn drain(&self, grace: Duration) {
+        self.inner.drain(grace).await;
+    }
 }

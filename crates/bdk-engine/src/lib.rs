@@ -5,9 +5,31 @@
 //!
 //! The engine holds its providers, tools and stores as trait objects and never names a concrete
 //! one. Servers and the CLI drive it through [`Engine`].
+//!
+//! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
+//! (stop, preempt) → model call and each tool call.
 
+mod actor;
+mod admission;
 mod api;
+mod conversation;
+mod cost;
+mod dispatch;
+mod emit;
+mod engine;
 mod error;
+mod recovery;
+mod setup;
+mod status;
+mod stream;
+mod tokens;
+mod trajectory;
+mod turn;
 
 pub use api::*;
+pub use cost::cost_report;
 pub use error::{EngineError, Result};
+pub use recovery::RESTARTED;
+pub use setup::{DEFAULT_IDLE_TIMEOUT, model_input};
+pub use trajectory::{Trajectory, TrajectoryCall};
+pub use turn::{INTERRUPTED, SHUTTING_DOWN};

@@ -91,6 +91,11 @@ pub trait EventLog: Send + Sync + fmt::Debug {
 
     /// The number of durable events, which is also the next index.
     fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>>;
+
+    /// A hint that the session's log will not be used for a while (its actor went idle): the
+    /// backend may free what an open log holds (a writer task, a file, buffers). A log with live
+    /// followers or a call in progress stays open. The next call reopens it transparently.
+    fn release(&self, _session: &SessionId) {}
 }
 
 /// A replay-then-follow subscription returned by [`EventLog::follow`].

@@ -77,6 +77,11 @@ impl Shared {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// How many followers are subscribed to live events.
+    pub fn followers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
     /// Atomically: the durable state now and a receiver for every event published after it.
     pub fn subscribe(&self) -> (MutexGuard<'_, Durable>, broadcast::Receiver<SharedEvent>) {
         let state = self.state();

@@ -102,6 +102,21 @@ impl FsStore {
         self.registry().remove(session);
     }
 
+    /// Closes the session's open log only if nothing uses it: no follower, no call in progress.
+    /// Returns whether it was closed. What [`EventLog::release`] does for this backend.
+    pub fn release_idle_log(&self, session: &SessionId) -> bool {
+        let mut logs = self.registry();
+        let Some(cell) = logs.get(session) else { return false };
+        // Every caller of `log()` holds a clone of the cell while it works, and of the handle
+        // while it appends or follows; a follower holds a broadcast receiver.
+        let idle = Arc::strong_count(cell) == 1
+            && cell.get().is_none_or(|handle| Arc::strong_count(handle) == 1 && handle.shared.followers() == 0);
+        if idle {
+            logs.remove(session);
+        }
+        idle
+    }
+
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, LogCell>> {
         self.inner.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -195,5 +210,9 @@ impl EventLog for FsStore {
 
     fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move { Ok(self.log(session).await?.shared.state().next_index) })
+    }
+
+    fn release(&self, session: &SessionId) {
+        self.release_idle_log(session);
     }
 }
