@@ -5,6 +5,7 @@
 pub mod diagnostic;
 pub mod event;
 pub mod events;
+pub mod http;
 pub mod ids;
 pub mod info;
 
