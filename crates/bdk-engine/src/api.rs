@@ -10,7 +10,7 @@ use bdk_protocol::{Event, SessionId, TurnId};
 use bdk_store::{EventStream, SessionRecord, Stores};
 use bdk_tools::ToolRegistry;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::Core;
 use crate::error::Result;
@@ -124,7 +124,7 @@ pub struct SessionSummary {
 }
 
 /// `GET /v1/session/:id/cost`: usage and estimated cost per turn, folded from `turn.completed`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CostReport {
     pub session_id: SessionId,
@@ -133,7 +133,7 @@ pub struct CostReport {
     pub cost_usd: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnCost {
     pub turn_id: TurnId,
