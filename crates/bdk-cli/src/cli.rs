@@ -24,6 +24,8 @@ pub enum Command {
     Info(ProjectArgs),
     /// Scaffold a new project that passes `bdk validate`.
     Init(InitArgs),
+    /// Serve one or more agents over HTTP (the session API of docs/http.md).
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,4 +52,48 @@ pub struct InitArgs {
     /// List the templates and exit.
     #[arg(long)]
     pub list: bool,
+}
+
+/// `bdk serve`. Flags are documented in docs/cli.md and docs/http.md.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A project folder (holding bot/ or agent/) or a folder of projects. Repeatable.
+    #[arg(long = "dir", value_name = "DIR", default_value = ".")]
+    pub dirs: Vec<PathBuf>,
+    /// Port to listen on; 0 picks any free port. Without the flag, 3000 or the next free one.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Local-development behaviour: session listings show every principal to loopback callers.
+    #[arg(long)]
+    pub dev: bool,
+    /// Route layout: `multi` (`/<slug>/v1/...`) or `single` (`/v1/...`, exactly one agent).
+    #[arg(long, value_enum, default_value = "multi")]
+    pub mode: ServeMode,
+    /// Require `Authorization: Bearer SECRET`; `NAME=SECRET` names the principal. Repeatable.
+    #[arg(long = "bearer-token", value_name = "[NAME=]SECRET", env = "BDK_BEARER_TOKEN", value_delimiter = ',', hide_env_values = true)]
+    pub bearer_tokens: Vec<String>,
+    /// Admit requests without credentials (as principal `anonymous`).
+    #[arg(long)]
+    pub allow_anonymous: bool,
+    /// Where session state lives: `<DIR>/<slug>/` per agent (default: `<project>/.bdk/`).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+    /// Serve no playground or agent index (`/`, `/v1/agents`).
+    #[arg(long)]
+    pub no_playground: bool,
+    /// Serve no documentation site.
+    #[arg(long)]
+    pub no_docs: bool,
+    /// After SIGTERM or ctrl-c, how long running turns may finish before they are cancelled.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub drain_grace: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeMode {
+    Multi,
+    Single,
 }

@@ -5,6 +5,7 @@ use crate::exit::Exit;
 
 mod info;
 mod init;
+mod serve;
 mod validate;
 
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
@@ -12,5 +13,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Validate(args) => validate::run(&args),
         Command::Info(args) => info::run(&args),
         Command::Init(args) => init::run(&args),
+        Command::Serve(args) => serve::run(&args),
     }
 }

@@ -1,4 +1,5 @@
 mod examples;
 mod init;
+mod serve;
 mod support;
 mod validate;
