@@ -25,10 +25,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::api::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
+use crate::conversation::Conversation;
 use crate::engine::{Core, check_followable, check_owner};
 use crate::error::{EngineError, Result};
 use crate::tokens;
-use crate::turn::{self, TurnContext, TurnOutcome};
+use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
 
 /// What a session's actor is asked to do.
 #[derive(Debug)]
@@ -46,6 +47,13 @@ pub(crate) enum Command {
         principal: Principal,
         reply: oneshot::Sender<Result<()>>,
     },
+}
+
+/// A settled turn: how it ended and its closing events, not yet written.
+#[derive(Debug)]
+struct Settled {
+    end: TurnEnd,
+    closing: Vec<NewEvent>,
 }
 
 /// A turn task in flight.
@@ -69,6 +77,8 @@ pub(crate) struct Actor {
     running: Option<Running>,
     /// Coalesced messages already recorded, waiting for the follow-up turn.
     pending: usize,
+    /// The conversation folded from the log so far, lent to each turn and handed back.
+    conversation: Option<Conversation>,
     /// Mirrors `running.is_some()` for `Engine::is_busy`.
     busy: Arc<AtomicBool>,
 }
@@ -76,7 +86,7 @@ pub(crate) struct Actor {
 impl Actor {
     pub fn new(core: Arc<Core>, id: SessionId, record: Option<SessionRecord>, busy: Arc<AtomicBool>) -> Self {
         let cancel = core.root.child_token();
-        Actor { core, id, record, cancel, running: None, pending: 0, busy }
+        Actor { core, id, record, cancel, running: None, pending: 0, conversation: None, busy }
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
@@ -176,12 +186,13 @@ impl Actor {
             return Err(EngineError::Draining);
         }
         let coalesce = self.running.is_some() && request.admission == Admission::Coalesce;
-        if !coalesce {
-            // Preempt: the running turn settles (`turn.failed`, cancelled) before the message.
-            self.interrupt().await;
-        }
+        // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
+        // and both are written together.
+        let mut events =
+            if coalesce { Vec::new() } else { self.interrupt().await.map(|o| o.closing).unwrap_or_default() };
         let received = MessageReceived { text: request.message, principal: None };
-        self.append(vec![NewEvent::new(EventData::MessageReceived(received))]).await?;
+        events.push(NewEvent::new(EventData::MessageReceived(received)));
+        self.append(events).await?;
         let continuation_token = self.rotate_token().await?;
         let turn_id = if coalesce {
             self.pending += 1;
@@ -196,7 +207,7 @@ impl Actor {
         check_owner(self.record().await?, principal)?;
         self.pending = 0;
         if let Some(outcome) = self.interrupt().await {
-            self.close(&outcome).await?;
+            self.close(outcome).await?;
         }
         Ok(())
     }
@@ -225,6 +236,7 @@ impl Actor {
             session: self.id.clone(),
             turn: turn_id.clone(),
             cancel: cancel.clone(),
+            conversation: self.conversation.take().unwrap_or_default(),
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });
@@ -232,12 +244,13 @@ impl Actor {
         turn_id
     }
 
-    /// Cancels the running turn, if any, and waits until its last event is durable.
-    async fn interrupt(&mut self) -> Option<TurnOutcome> {
+    /// Cancels the running turn, if any, and waits for it to settle. Its closing events are in
+    /// the outcome, for the caller to write.
+    async fn interrupt(&mut self) -> Option<Settled> {
         let mut running = self.running.take()?;
         running.cancel.cancel();
         let joined = (&mut running.handle).await;
-        let outcome = self.outcome(&running.turn_id, joined).await;
+        let outcome = self.outcome(&running.turn_id, joined);
         self.busy.store(false, Ordering::SeqCst);
         drop(running);
         Some(outcome)
@@ -246,22 +259,32 @@ impl Actor {
     /// A turn task finished on its own: run the coalesced follow-up, or close the turn.
     async fn turn_ended(&mut self, joined: std::result::Result<TurnOutcome, JoinError>) {
         let Some(running) = self.running.take() else { return };
-        let outcome = self.outcome(&running.turn_id, joined).await;
+        let outcome = self.outcome(&running.turn_id, joined);
         self.busy.store(false, Ordering::SeqCst);
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
-        if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
+        let result = if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
             self.pending = 0;
+            let written = self.append(outcome.closing).await;
             self.start_turn();
-        } else if let Err(error) = self.close(&outcome).await {
+            written
+        } else {
+            self.close(outcome).await
+        };
+        if let Err(error) = result {
             tracing::error!(session = %self.id, %error, "could not record the end of a turn");
         }
+        // Only now may `drain` return: the turn's last events are durable.
         drop(running);
     }
 
-    /// The turn's outcome; a turn task that panicked is recorded as failed here.
-    async fn outcome(&self, turn_id: &TurnId, joined: std::result::Result<TurnOutcome, JoinError>) -> TurnOutcome {
+    /// The turn's outcome, taking back the conversation fold. A turn task that panicked gets
+    /// its `turn.failed` here (and the next turn folds the log afresh).
+    fn outcome(&mut self, turn_id: &TurnId, joined: std::result::Result<TurnOutcome, JoinError>) -> Settled {
         match joined {
-            Ok(outcome) => outcome,
+            Ok(outcome) => {
+                self.conversation = Some(outcome.conversation);
+                Settled { end: outcome.end, closing: outcome.closing }
+            }
             Err(error) => {
                 tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
                 let message = "the turn stopped on an internal error".to_owned();
@@ -271,29 +294,28 @@ impl Actor {
                     usage: None,
                     estimated_cost_usd: None,
                 };
-                let event = NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed));
-                if let Err(error) = self.append(vec![event]).await {
-                    tracing::error!(session = %self.id, %error, "could not record a failed turn");
-                }
-                TurnOutcome::Failed { message }
+                let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
+                Settled { end: TurnEnd::Failed { message }, closing }
             }
         }
     }
 
-    /// Writes the session-level event that ends a turn: chat sessions wait for a follow-up,
-    /// task sessions end.
-    async fn close(&self, outcome: &TurnOutcome) -> Result<()> {
+    /// Writes the turn's closing events and the session-level event after them: chat sessions
+    /// wait for a follow-up, task sessions end.
+    async fn close(&self, outcome: Settled) -> Result<()> {
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
-        let data = match (mode, outcome) {
+        let data = match (mode, outcome.end) {
             (SessionMode::Chat, _) => EventData::SessionWaiting(SessionWaiting {}),
-            (SessionMode::Task, TurnOutcome::Completed { result }) => {
-                EventData::SessionCompleted(SessionCompleted { result: result.clone() })
+            (SessionMode::Task, TurnEnd::Completed { result }) => {
+                EventData::SessionCompleted(SessionCompleted { result })
             }
-            (SessionMode::Task, TurnOutcome::Failed { message } | TurnOutcome::Cancelled { message }) => {
-                EventData::SessionFailed(SessionFailed { message: message.clone() })
+            (SessionMode::Task, TurnEnd::Failed { message } | TurnEnd::Cancelled { message }) => {
+                EventData::SessionFailed(SessionFailed { message })
             }
         };
-        self.append(vec![NewEvent::new(data)]).await
+        let mut events = outcome.closing;
+        events.push(NewEvent::new(data));
+        self.append(events).await
     }
 
     async fn append(&self, events: Vec<NewEvent>) -> Result<()> {

@@ -47,21 +47,46 @@ enum Block {
     Turn(Vec<Step>),
 }
 
-/// The model messages of a session, oldest first.
-pub(crate) fn rebuild(events: &[Event]) -> Vec<Message> {
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut turns: HashMap<TurnId, usize> = HashMap::new();
-    for event in events {
-        if let EventData::MessageReceived(received) = &event.data {
-            blocks.push(Block::User(received.text.clone()));
-            continue;
+/// The fold of a session's log into conversation blocks. It can be caught up with new events
+/// (`fold` from `next_index` on), so a live session's actor keeps one between turns instead of
+/// re-reading its whole log; a fresh one (after a restart or an idle period) folds from 0.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    blocks: Vec<Block>,
+    turns: HashMap<TurnId, usize>,
+    /// The index of the next event to fold.
+    next_index: u64,
+}
+
+impl Conversation {
+    /// The index to read the log from to catch up.
+    pub fn next_index(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Folds events in log order; events already folded are skipped.
+    pub fn fold(&mut self, events: &[Event]) {
+        for event in events {
+            if event.index < self.next_index {
+                continue;
+            }
+            self.next_index = event.index + 1;
+            self.fold_one(event);
         }
-        let Some(turn_id) = &event.turn_id else { continue };
-        let at = *turns.entry(turn_id.clone()).or_insert_with(|| {
+    }
+
+    fn fold_one(&mut self, event: &Event) {
+        if let EventData::MessageReceived(received) = &event.data {
+            self.blocks.push(Block::User(received.text.clone()));
+            return;
+        }
+        let Some(turn_id) = &event.turn_id else { return };
+        let blocks = &mut self.blocks;
+        let at = *self.turns.entry(turn_id.clone()).or_insert_with(|| {
             blocks.push(Block::Turn(Vec::new()));
             blocks.len() - 1
         });
-        let Some(Block::Turn(steps)) = blocks.get_mut(at) else { continue };
+        let Some(Block::Turn(steps)) = blocks.get_mut(at) else { return };
         match &event.data {
             EventData::StepStarted(_) => steps.push(Step::default()),
             EventData::MessageAppended(delta) => {
@@ -86,18 +111,29 @@ pub(crate) fn rebuild(events: &[Event]) -> Vec<Message> {
         }
     }
 
-    let mut messages = Vec::new();
-    for block in blocks {
-        match block {
-            Block::User(text) => messages.push(Message::user(text)),
-            Block::Turn(steps) => {
-                for step in steps {
-                    push_step(&mut messages, step);
+    /// The model messages so far, oldest first.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut messages = Vec::new();
+        for block in &self.blocks {
+            match block {
+                Block::User(text) => messages.push(Message::user(text.clone())),
+                Block::Turn(steps) => {
+                    for step in steps {
+                        push_step(&mut messages, step);
+                    }
                 }
             }
         }
+        messages
     }
-    messages
+}
+
+/// The model messages of a whole log, oldest first.
+#[cfg(test)]
+pub(crate) fn rebuild(events: &[Event]) -> Vec<Message> {
+    let mut conversation = Conversation::default();
+    conversation.fold(events);
+    conversation.messages()
 }
 
 fn current(steps: &mut Vec<Step>) -> &mut Step {
@@ -108,8 +144,8 @@ fn current(steps: &mut Vec<Step>) -> &mut Step {
     &mut steps[last]
 }
 
-fn push_step(messages: &mut Vec<Message>, mut step: Step) {
-    let answered: Vec<ActionCall> = step.calls.into_iter().filter(|c| step.results.contains_key(&c.call_id)).collect();
+fn push_step(messages: &mut Vec<Message>, step: &Step) {
+    let answered: Vec<&ActionCall> = step.calls.iter().filter(|c| step.results.contains_key(&c.call_id)).collect();
     if step.text.is_empty() && answered.is_empty() {
         return;
     }
@@ -121,10 +157,10 @@ fn push_step(messages: &mut Vec<Message>, mut step: Step) {
             arguments: arguments_text(&c.input),
         })
         .collect();
-    messages.push(Message::Assistant { content: step.text, reasoning: None, tool_calls });
+    messages.push(Message::Assistant { content: step.text.clone(), reasoning: None, tool_calls });
     for call in answered {
-        if let Some((content, is_error)) = step.results.remove(&call.call_id) {
-            messages.push(Message::tool_result(model_call_id(&call.call_id), content, is_error));
+        if let Some((content, is_error)) = step.results.get(&call.call_id) {
+            messages.push(Message::tool_result(model_call_id(&call.call_id), content.clone(), *is_error));
         }
     }
 }
@@ -210,6 +246,22 @@ mod tests {
         assert_eq!(messages[2], Message::tool_result(model_call_id(&a), "2", false));
         assert_eq!(messages[3], Message::assistant("two"));
         assert_eq!(messages[4], Message::user("also this"));
+    }
+
+    #[test]
+    fn folding_in_pieces_equals_folding_at_once() {
+        let mut log = Log::new();
+        let t1 = TurnId::generate();
+        log.push(None, user("one"));
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 0 }));
+        log.push(Some(&t1), EventData::MessageCompleted(TextCompleted { text: "two".into() }));
+        log.push(None, user("three"));
+        let mut pieces = Conversation::default();
+        pieces.fold(&log.events[..2]);
+        pieces.fold(&log.events[1..]);
+        assert_eq!(pieces.next_index(), 4);
+        assert_eq!(pieces.messages(), rebuild(&log.events));
+        assert_eq!(pieces.messages().len(), 3);
     }
 
     #[test]

@@ -34,6 +34,11 @@ impl Emitter {
         self.log.append(&self.session, events).await.map(drop)
     }
 
+    /// Hands over what is staged, unwritten, for someone else to append.
+    pub fn take(&mut self) -> Vec<NewEvent> {
+        std::mem::take(&mut self.staged)
+    }
+
     /// Stages `data` and flushes.
     pub async fn send(&mut self, data: EventData) -> bdk_store::Result<()> {
         self.push(data);

@@ -15,9 +15,10 @@ use bdk_protocol::event::{
     ActionsRequested, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
+use bdk_store::NewEvent;
 use tokio_util::sync::CancellationToken;
 
-use crate::conversation::{self, arguments_text, model_call_id};
+use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
 use crate::dispatch::{self, DispatchContext, PreparedCall, result_text};
 use crate::emit::Emitter;
@@ -36,14 +37,26 @@ pub(crate) struct TurnContext {
     pub session: SessionId,
     pub turn: TurnId,
     pub cancel: CancellationToken,
+    /// The session's conversation fold so far (empty: fold the whole log).
+    pub conversation: Conversation,
 }
 
 /// How a turn ended, for the actor.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum TurnOutcome {
+pub(crate) enum TurnEnd {
     Completed { result: Option<String> },
     Failed { message: String },
     Cancelled { message: String },
+}
+
+/// What a turn task hands back to the actor.
+#[derive(Debug)]
+pub(crate) struct TurnOutcome {
+    pub end: TurnEnd,
+    /// The turn's closing events, not yet written (see the module docs).
+    pub closing: Vec<NewEvent>,
+    /// The conversation fold, for the session's next turn.
+    pub conversation: Conversation,
 }
 
 /// Why the loop stopped early.
@@ -59,25 +72,23 @@ impl From<bdk_store::Error> for Stop {
     }
 }
 
-/// Runs one turn to its end and records how it ended.
-pub(crate) async fn run(context: TurnContext) -> TurnOutcome {
+/// Runs one turn to its end and stages how it ended.
+pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let core = context.core.clone();
+    let mut conversation = std::mem::take(&mut context.conversation);
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
     let mut usage = ModelUsage::default();
     let started = Instant::now();
-    let stop = match drive(&context, &mut emit, &mut usage).await {
+    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage).await {
         Ok(result) => {
-            let completed = TurnCompleted {
+            emit.push(EventData::TurnCompleted(TurnCompleted {
                 usage: cost::protocol_usage(&usage),
                 estimated_cost_usd: Some(cost::estimate(core.price.as_ref(), &usage)),
                 model: Some(core.model.clone()),
                 result: result.clone(),
                 duration_ms: Some(started.elapsed().as_millis() as u64),
-            };
-            match emit.send(EventData::TurnCompleted(completed)).await {
-                Ok(()) => return TurnOutcome::Completed { result },
-                Err(error) => Stop::Store(error),
-            }
+            }));
+            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation };
         }
         Err(stop) => stop,
     };
@@ -93,23 +104,26 @@ pub(crate) async fn run(context: TurnContext) -> TurnOutcome {
         }
     };
     let spent = (usage != ModelUsage::default()).then_some(usage);
-    let failed = TurnFailed {
+    emit.push(EventData::TurnFailed(TurnFailed {
         status,
         message: message.clone(),
         usage: spent.as_ref().map(cost::protocol_usage),
         estimated_cost_usd: spent.as_ref().map(|u| cost::estimate(core.price.as_ref(), u)),
+    }));
+    let end = match status {
+        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message },
+        TurnFailStatus::Failed => TurnEnd::Failed { message },
     };
-    if let Err(error) = emit.send(EventData::TurnFailed(failed)).await {
-        tracing::error!(session = %context.session, turn = %context.turn, %error, "could not record a failed turn");
-    }
-    match status {
-        TurnFailStatus::Cancelled => TurnOutcome::Cancelled { message },
-        TurnFailStatus::Failed => TurnOutcome::Failed { message },
-    }
+    TurnOutcome { end, closing: emit.take(), conversation }
 }
 
 /// The loop itself. Returns the final text when the turn completes.
-async fn drive(context: &TurnContext, emit: &mut Emitter, usage: &mut ModelUsage) -> Result<Option<String>, Stop> {
+async fn drive(
+    context: &TurnContext,
+    conversation: &mut Conversation,
+    emit: &mut Emitter,
+    usage: &mut ModelUsage,
+) -> Result<Option<String>, Stop> {
     let core = &context.core;
     let cancel = &context.cancel;
 
@@ -129,9 +143,10 @@ async fn drive(context: &TurnContext, emit: &mut Emitter, usage: &mut ModelUsage
         return Err(Stop::Cancelled);
     }
 
-    let history = core.stores.events.read(&context.session, 0, None).await?;
-    let mut messages = conversation::rebuild(&history);
-    drop(history);
+    let new_events = core.stores.events.read(&context.session, conversation.next_index(), None).await?;
+    conversation.fold(&new_events);
+    drop(new_events);
+    let mut messages = conversation.messages();
     let tools: Vec<ToolSpec> = core
         .tools
         .specs()
