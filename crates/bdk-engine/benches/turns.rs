@@ -97,7 +97,7 @@ async fn latency(root: &Path, label: &str, turns: usize, per_session: usize) {
     samples.sort();
     let total: Duration = samples.iter().sum();
     println!(
-        "turn latency ({label}; {} sequential text turns, {per_session} per session; 4 durable appends each): \
+        "turn latency ({label}; {} sequential text turns, {per_session} per session; 3 durable appends each): \
          p50 {:.3} ms, p99 {:.3} ms, mean {:.3} ms",
         samples.len(),
         ms(percentile(&samples, 0.5)),
@@ -219,6 +219,7 @@ fn main() {
         latency(&disk.path().join("lat"), "disk, fsync", turns, 10).await;
         if let Some(tmpfs) = &tmpfs {
             latency(&tmpfs.path().join("lat"), "tmpfs, fsync is free", turns, 10).await;
+            latency(&tmpfs.path().join("long"), "tmpfs, one long session", turns, turns).await;
         }
         throughput(&disk.path().join("tput"), "disk, fsync", 32, turns / 20).await;
         if let Some(tmpfs) = &tmpfs {
