@@ -6,6 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use std::time::Duration;
+
 use axum::{Json, Router};
 use bdk_engine::{Admission, FollowUp, StartSession};
 use bdk_protocol::event::SessionMode;
@@ -177,16 +179,25 @@ fn write_line(out: &mut Vec<u8>, event: &Event) -> serde_json::Result<()> {
     Ok(())
 }
 
+/// After shutdown ends the streams, how long a stream still waits for its next event. Events
+/// already durable (the final ones of drained turns) are ready at once, so they still go out.
+const FLUSH_AFTER_END: Duration = Duration::from_millis(200);
+
 /// One NDJSON line per event, until the log ends, a read fails, or the host shuts down.
 fn ndjson_lines(
     follower: EventStream,
     end: CancellationToken,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static {
     stream::unfold((follower, end), |(mut follower, end)| async move {
-        let next = tokio::select! {
-            biased;
-            () = end.cancelled() => None,
-            next = follower.next() => next,
+        // The same `next` future is kept across the end signal, so no event is half-read.
+        let next = {
+            let next = follower.next();
+            tokio::pin!(next);
+            tokio::select! {
+                biased;
+                next = &mut next => next,
+                () = end.cancelled() => tokio::time::timeout(FLUSH_AFTER_END, next).await.unwrap_or(None),
+            }
         };
         let event = match next? {
             Ok(event) => event,

@@ -44,3 +44,17 @@ async fn a_turn_that_ends_within_the_grace_completes() {
     assert!(events.iter().all(|e| e.event_type() != "turn.failed"));
     within("serve to return", shutting).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_host_answers_503_to_new_turns() {
+    let host = host().start().await;
+    let started = host.start_session("before").await;
+    let id = started.session_id.to_string();
+    host.wait_for(&id, "session.waiting", None).await;
+    host.state.agents[0].engine.drain(Duration::ZERO).await;
+    host.post("/v1/session", &serde_json::json!({"message": "after"})).await.assert_error(503, "shutting_down");
+    host.follow_up(&id, &started.continuation_token, "after").await.assert_error(503, "shutting_down");
+    // Reads still work while draining.
+    assert_eq!(host.events(&id).await.last().unwrap().event_type(), "session.waiting");
+    host.shutdown().await;
+}
