@@ -52,7 +52,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     let tokens = args
         .bearer_tokens
         .iter()
-        .map(|t| BearerToken::parse(t.trim()).map_err(anyhow::Error::msg))
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| BearerToken::parse(t).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let options = ServeOptions {
         mode,

@@ -15,7 +15,7 @@ use super::support::bdk;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A project whose scripted model answers `steps` (TOML tables of the scripted provider).
-fn write_project(root: &Path, slug: &str, steps: &[&str]) -> PathBuf {
+pub(super) fn write_project(root: &Path, slug: &str, steps: &[&str]) -> PathBuf {
     let dir = root.join(slug);
     std::fs::create_dir_all(dir.join("bot")).unwrap();
     let mut toml = format!("name = \"{slug}\"\n\n[model]\nid = \"script\"\nprovider = \"scripted\"\n");
@@ -34,14 +34,14 @@ fn slow_step(words: usize, delay_ms: u64) -> String {
 }
 
 /// A running `bdk serve` child. Killed on drop.
-struct Server {
+pub(super) struct Server {
     child: Child,
-    origin: String,
+    pub(super) origin: String,
     stderr: mpsc::Receiver<String>,
 }
 
 impl Server {
-    fn start(args: &[&str]) -> Server {
+    pub(super) fn start(args: &[&str]) -> Server {
         let mut command = bdk();
         command.arg("serve").arg("--port").arg("0").args(args);
         for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY", "BDK_BEARER_TOKEN"] {
@@ -105,11 +105,11 @@ impl Drop for Server {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(super) fn client() -> reqwest::Client {
     reqwest::Client::builder().timeout(WAIT).build().unwrap()
 }
 
-async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+pub(super) async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
@@ -187,6 +187,10 @@ async fn serve_prints_its_address_and_exits_0_on_sigterm() {
         client().get(format!("{}/v1/health", server.origin)).send().await.unwrap().json().await.unwrap();
     assert_eq!(health["ok"], json!(true));
     assert!(project.join(".bdk/sessions").is_dir(), "the default state root is <project>/.bdk");
+    let logs: Value =
+        client().get(format!("{}/v1/logs?after=0", server.origin)).send().await.unwrap().json().await.unwrap();
+    let lines = logs["lines"].as_array().unwrap();
+    assert!(lines.iter().any(|l| l["message"].as_str().unwrap().starts_with("listening")), "{logs}");
     let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
     assert!(status.success());
     let (status, stderr) = server.wait();
