@@ -73,7 +73,13 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "multi")]
     pub mode: ServeMode,
     /// Require `Authorization: Bearer SECRET`; `NAME=SECRET` names the principal. Repeatable.
-    #[arg(long = "bearer-token", value_name = "[NAME=]SECRET", env = "BDK_BEARER_TOKEN", value_delimiter = ',', hide_env_values = true)]
+    #[arg(
+        long = "bearer-token",
+        value_name = "[NAME=]SECRET",
+        env = "BDK_BEARER_TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub bearer_tokens: Vec<String>,
     /// Admit requests without credentials (as principal `anonymous`).
     #[arg(long)]
