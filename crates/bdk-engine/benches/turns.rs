@@ -33,8 +33,13 @@ fn config(idle: Duration) -> AgentConfig {
 }
 
 fn engine(root: &Path, idle: Duration) -> Engine {
+    engine_and_store(root, idle).0
+}
+
+fn engine_and_store(root: &Path, idle: Duration) -> (Engine, FsStore) {
     let store = FsStore::open(root.join("bench")).unwrap();
-    Engine::new(config(idle), store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools))
+    let engine = Engine::new(config(idle), store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools));
+    (engine, store)
 }
 
 fn start(message: &str) -> StartSession {
@@ -149,7 +154,7 @@ async fn throughput(root: &Path, label: &str, sessions: usize, turns: usize) {
 /// Creates `count` sessions through the engine (one turn each), lets every actor retire, and
 /// reports resident memory before and after.
 async fn idle_memory(root: &Path, count: usize) {
-    let engine = engine(root, Duration::from_millis(200));
+    let (engine, store) = engine_and_store(root, Duration::from_millis(200));
     let before = rss_kib();
     let t0 = Instant::now();
     let mut ids: Vec<SessionId> = Vec::with_capacity(count);
@@ -177,12 +182,13 @@ async fn idle_memory(root: &Path, count: usize) {
     let after = rss_kib();
     println!(
         "idle sessions: {count} created in {:.1} s; VmRSS before {} MiB, after creating {} MiB, \
-         after actors retired {} MiB => {:.1} KiB per idle session ({busy} still busy)",
+         after actors retired {} MiB => {:.1} KiB per idle session ({busy} busy, {} logs open)",
         created.as_secs_f64(),
         before / 1024,
         peak / 1024,
         after / 1024,
         (after.saturating_sub(before)) as f64 / count as f64,
+        store.open_logs(),
     );
     // The sessions are still there: a follow-up to an old one re-creates its actor.
     let listed = engine.list(bdk_engine::ListScope::All).await.unwrap().len();

@@ -20,7 +20,12 @@ pub(crate) fn protocol_usage(usage: &ModelUsage) -> Usage {
 
 /// Estimated USD for `usage`; 0 when the model has no known price.
 pub(crate) fn estimate(price: Option<&Price>, usage: &ModelUsage) -> f64 {
-    price.map_or(0.0, |price| bdk_model::estimate_cost(usage, price))
+    round_usd(price.map_or(0.0, |price| bdk_model::estimate_cost(usage, price)))
+}
+
+/// Rounds to a billionth of a dollar, so sums print as `0.0003`, not `0.00030000000000000003`.
+pub(crate) fn round_usd(usd: f64) -> f64 {
+    (usd * 1e9).round() / 1e9
 }
 
 /// Per-turn usage and cost of a session, folded from its `turn.completed` events, and totals.
@@ -31,7 +36,7 @@ pub fn cost_report(session: &SessionId, events: &[Event]) -> CostReport {
         let (EventData::TurnCompleted(completed), Some(turn_id)) = (&event.data, &event.turn_id) else { continue };
         let cost_usd = completed.estimated_cost_usd.unwrap_or(0.0);
         report.usage.add(&completed.usage);
-        report.cost_usd += cost_usd;
+        report.cost_usd = round_usd(report.cost_usd + cost_usd);
         report.turns.push(TurnCost {
             turn_id: turn_id.clone(),
             model: completed.model.clone(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bdk_model::{ModelProvider, Price};
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
-use bdk_store::{SessionRecord, Stores};
+use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
 use bdk_tools::ToolRegistry;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -152,6 +152,14 @@ impl Core {
         self.actors().contains_key(id)
     }
 
+    /// Lets the store free the session's open log when no actor is live for it (a read or a
+    /// follower that opened it is done). A live actor releases it itself when it retires.
+    pub fn release_if_idle(&self, id: &SessionId) {
+        if !self.is_live(id) {
+            self.stores.events.release(id);
+        }
+    }
+
     pub async fn start_session(self: &Arc<Self>, request: StartSession) -> Result<SessionStarted> {
         if self.is_draining() {
             return Err(EngineError::Draining);
@@ -190,6 +198,7 @@ impl Core {
     }
 
     pub async fn list(&self, scope: ListScope) -> Result<Vec<SessionSummary>> {
+        // Reading each session's last event opens its log; every one is released right after.
         let records = self.stores.sessions.list().await?;
         let mut out = Vec::new();
         for record in records {
@@ -199,9 +208,7 @@ impl Core {
                 continue;
             }
             let last = last_event(self, &record.id).await;
-            if !self.is_live(&record.id) {
-                self.stores.events.release(&record.id);
-            }
+            self.release_if_idle(&record.id);
             let (status, updated_at) = match &last {
                 Some(event) => (status::of_last_event(event), event.at.max(record.updated_at)),
                 None => (status::RUNNING, record.updated_at),
@@ -261,4 +268,38 @@ fn check_message(message: &str) -> Result<()> {
 /// What a caller sees when an actor went away without answering (it panicked).
 fn actor_stopped() -> EngineError {
     EngineError::Store(bdk_store::Error::Task("the session's actor stopped unexpectedly".into()))
+}
+
+/// A follower handed out by `Engine::follow`: when it is dropped, the session's log is released
+/// unless an actor is using it, so following an idle session leaves nothing open behind.
+#[derive(Debug)]
+pub(crate) struct Following {
+    inner: Option<EventStream>,
+    core: std::sync::Weak<Core>,
+    id: SessionId,
+}
+
+impl Following {
+    pub fn wrap(stream: EventStream, core: &Arc<Core>, id: &SessionId) -> EventStream {
+        Box::new(Following { inner: Some(stream), core: Arc::downgrade(core), id: id.clone() })
+    }
+}
+
+impl EventFollower for Following {
+    fn next(&mut self) -> BoxFuture<'_, Option<bdk_store::Result<SharedEvent>>> {
+        match &mut self.inner {
+            Some(inner) => inner.next(),
+            None => Box::pin(async { None }),
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        // The inner follower first, so its subscription no longer keeps the log open.
+        drop(self.inner.take());
+        if let Some(core) = self.core.upgrade() {
+            core.release_if_idle(&self.id);
+        }
+    }
 }

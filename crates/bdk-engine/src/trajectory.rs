@@ -82,7 +82,8 @@ impl Trajectory {
                 EventData::TurnCompleted(completed) => {
                     trajectory.reply = completed.result.clone();
                     trajectory.usage.add(&completed.usage);
-                    trajectory.cost_usd += completed.estimated_cost_usd.unwrap_or(0.0);
+                    trajectory.cost_usd =
+                        crate::cost::round_usd(trajectory.cost_usd + completed.estimated_cost_usd.unwrap_or(0.0));
                     trajectory.error = None;
                 }
                 EventData::TurnFailed(failed) => trajectory.error = Some(failed.message.clone()),

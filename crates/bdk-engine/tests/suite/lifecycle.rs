@@ -177,6 +177,7 @@ async fn idle_actors_retire_and_come_back_on_demand() {
     settled(&fx.engine, &started.session_id, 1).await;
     // Longer than the idle timeout: the actor retires and the log is released.
     tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(fx.fs.open_logs(), 0, "an idle session keeps no log open");
     let accepted = within(
         fx.engine.follow_up(&started.session_id, follow("two", &started.continuation_token, Admission::Preempt)),
     )
@@ -190,4 +191,17 @@ async fn idle_actors_retire_and_come_back_on_demand() {
         .await
         .unwrap();
     settled(&fx.engine, &started.session_id, 3).await;
+
+    // Reading or following an idle session leaves nothing open once done.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(fx.fs.open_logs(), 0);
+    within(fx.engine.events(&started.session_id, &alice(), 0)).await.unwrap();
+    within(fx.engine.cost(&started.session_id, &alice())).await.unwrap();
+    within(fx.engine.list(bdk_engine::ListScope::All)).await.unwrap();
+    assert_eq!(fx.fs.open_logs(), 0);
+    let mut stream = within(fx.engine.follow(&started.session_id, &alice(), 0)).await.unwrap();
+    within(stream.next()).await.unwrap().unwrap();
+    assert_eq!(fx.fs.open_logs(), 1, "a follower keeps the log open");
+    drop(stream);
+    assert_eq!(fx.fs.open_logs(), 0);
 }

@@ -56,6 +56,8 @@ pub fn config() -> AgentConfig {
 
 pub struct Fixture {
     pub dir: TempDir,
+    /// The store the engine runs on (shares its open logs).
+    pub fs: FsStore,
     pub engine: Engine,
     pub provider: Arc<ScriptedProvider>,
     pub tools: Arc<TestTools>,
@@ -74,8 +76,9 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let provider = Arc::new(provider);
         let tools = Arc::new(TestTools::default());
-        let engine = engine_at(&dir, config, provider.clone(), tools.clone());
-        Fixture { dir, engine, provider, tools }
+        let fs = FsStore::open(dir.path().join("test")).unwrap();
+        let engine = Engine::new(config, fs.stores(), provider.clone(), tools.clone());
+        Fixture { dir, fs, engine, provider, tools }
     }
 
     /// A fresh store and engine on the same state directory, as after a restart.

@@ -102,6 +102,11 @@ impl FsStore {
         self.registry().remove(session);
     }
 
+    /// How many session logs are open (each holds a writer task, a file and a buffer).
+    pub fn open_logs(&self) -> usize {
+        self.registry().len()
+    }
+
     /// Closes the session's open log only if nothing uses it: no follower, no call in progress.
     /// Returns whether it was closed. What [`EventLog::release`] does for this backend.
     pub fn release_idle_log(&self, session: &SessionId) -> bool {
