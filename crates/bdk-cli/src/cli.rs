@@ -26,6 +26,12 @@ pub enum Command {
     Init(InitArgs),
     /// Serve one or more agents over HTTP (the session API of docs/http.md).
     Serve(ServeArgs),
+    /// Run one turn in-process and print the reply, tool calls and usage.
+    Run(RunArgs),
+    /// Print the reply, tool calls and usage of a saved event stream (the JSON of `run --json`).
+    Trajectory(TrajectoryArgs),
+    /// Print a session's per-turn token usage and estimated cost.
+    Cost(CostArgs),
 }
 
 #[derive(Debug, Args)]
@@ -102,4 +108,52 @@ pub struct ServeArgs {
 pub enum ServeMode {
     Multi,
     Single,
+}
+
+/// `bdk run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The project folder (holding bot/ or agent/).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// The user message.
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub message: String,
+    /// Print the trajectory as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Where state lives: `<STATE_ROOT>/<slug>/` (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+}
+
+/// `bdk trajectory`.
+#[derive(Debug, Args)]
+pub struct TrajectoryArgs {
+    /// A saved event stream: `traces/<sessionId>.ndjson` or `sessions/<id>/events.ndjson`.
+    #[arg(long, value_name = "FILE")]
+    pub events: PathBuf,
+}
+
+/// `bdk cost`.
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    /// The session id.
+    #[arg(long, value_name = "ID")]
+    pub session: String,
+    /// Read the session from this project's state directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    pub dir: Option<PathBuf>,
+    /// Ask a running server instead (`GET /v1/session/:id/cost`); the agent's base URL.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With `--url`: the bearer token the server requires.
+    #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
+    /// With `--dir`: the state root `serve` used (default: `<project>/.bdk/`).
+    #[arg(long, value_name = "DIR", requires = "dir")]
+    pub state_root: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -3,9 +3,12 @@
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
+mod cost;
 mod info;
 mod init;
+mod run;
 mod serve;
+mod trajectory;
 mod validate;
 
 pub fn run(cli: Cli) -> anyhow::Result<Exit> {
@@ -14,5 +17,8 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Info(args) => info::run(&args),
         Command::Init(args) => init::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Trajectory(args) => trajectory::run(&args),
+        Command::Cost(args) => cost::run(&args),
     }
 }

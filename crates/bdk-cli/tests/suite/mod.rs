@@ -1,5 +1,6 @@
 mod examples;
 mod init;
+mod run;
 mod serve;
 mod support;
 mod validate;
