@@ -15,7 +15,9 @@ use crate::report;
 pub fn run(args: &CostArgs) -> anyhow::Result<Exit> {
     let session = SessionId::parse(args.session.as_str()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let Some(dir) = &args.dir else {
-        bail!("`bdk cost --url` is not available in this build yet; use --dir");
+        let url = args.url.as_deref().unwrap_or_default();
+        print(&super::cost_url::fetch(url, &session, args.token.as_deref())?, args.json)?;
+        return Ok(Exit::Ok);
     };
     let discovery = bdk_project::discover(std::slice::from_ref(dir));
     if discovery.has_errors() {

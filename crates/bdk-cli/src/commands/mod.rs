@@ -4,6 +4,7 @@ use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
 mod cost;
+mod cost_url;
 mod info;
 mod init;
 mod run;

@@ -1,3 +1,4 @@
+mod cost_url;
 mod examples;
 mod init;
 mod run;
