@@ -120,13 +120,13 @@ pub(super) fn print(trajectory: &Trajectory, json: bool) -> anyhow::Result<()> {
             "usage: {} input ({} cached), {} output tokens; estimated cost ${:.6}\n",
             usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, trajectory.cost_usd
         ));
-        if let Some(error) = &trajectory.error {
-            out.push_str(&format!("error: {error}\n"));
-        }
     }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
+    if let (false, Some(error)) = (json, &trajectory.error) {
+        eprintln!("error: {error}");
+    }
     Ok(())
 }
 
