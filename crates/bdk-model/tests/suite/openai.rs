@@ -21,7 +21,7 @@ pub fn provider(server: &FakeServer, kind: ProviderKind, options: ProviderOption
         model: "test-model".into(),
         base_url: server.url(),
         api_key: Some("sk-test".into()),
-        params: kind.default_params("test-model"),
+        params: ModelParams::default(),
         timeouts: options.timeouts,
     };
     let inner = OpenAiProvider::new(kind, config).unwrap();
@@ -113,13 +113,6 @@ async fn reasoning_arrives_in_either_field() {
         .await;
     assert_eq!(reasoning_of(&events), "one two");
     assert_eq!(text_of(&events), "answer");
-}
-
-#[tokio::test]
-async fn xai_preset_defaults_to_high_effort_for_grok_4_5() {
-    let params = ProviderKind::Xai.default_params("grok-4.5");
-    assert_eq!(params.effort, Some(Effort::High));
-    assert_eq!(params.fast, Some(true));
 }
 
 #[tokio::test]

@@ -32,6 +32,9 @@ fn default_is_grok_on_xai_with_high_effort() {
     assert_eq!(resolved.params.fast, Some(true));
     assert_eq!(resolved.problem, None);
     assert!(!format!("{resolved:?}").contains("xai-key"), "the key must not appear in Debug output");
+    // Naming the default model explicitly does not bring its default params (docs/formats.md).
+    let named = resolve(&ModelInput { agent: layer("grok-4.5"), ..Default::default() }, &env(&[]));
+    assert_eq!((named.params.effort, named.params.fast), (None, None));
 }
 
 #[test]
