@@ -50,8 +50,8 @@ pub fn fast_options() -> ProviderOptions {
     ProviderOptions {
         timeouts: Timeouts {
             connect: Duration::from_secs(2),
-            first_byte: Duration::from_secs(3),
-            idle: Duration::from_secs(3),
+            first_byte: Duration::from_secs(5),
+            idle: Duration::from_secs(5),
         },
         retry: RetryPolicy {
             max_retries: 2,
