@@ -24,7 +24,7 @@ pub use cost::{Price, estimate_cost, price_for};
 pub use error::{ModelError, Result, TimeoutPhase};
 pub use http::{HttpConfig, Timeouts};
 pub use openai::OpenAiProvider;
-pub use presets::{DEFAULT_MODEL, ProviderKind};
+pub use presets::{DEFAULT_MODEL, ProviderKind, default_model_params};
 pub use provider::{ModelProvider, ModelStream, ProviderInfo, UnavailableProvider};
 pub use resolve::{ModelInput, ModelLayer, ProviderOptions, ResolvedModel, build, resolve};
 pub use retry::{RetryPolicy, Retrying};

@@ -8,6 +8,12 @@ use crate::types::{Effort, ModelParams};
 /// The model an agent runs on when nothing names one.
 pub const DEFAULT_MODEL: &str = "grok-4.5";
 
+/// The settings that come with [`DEFAULT_MODEL`] when nothing names a model: `effort = "high"`,
+/// `fast = true` (the reference's default). Naming `grok-4.5` explicitly does not add them.
+pub fn default_model_params() -> ModelParams {
+    ModelParams { effort: Some(Effort::High), fast: Some(true), ..Default::default() }
+}
+
 /// A provider name as `agent.toml`, `BDK_MODEL_PROVIDER` and `--provider` spell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderKind {
@@ -65,17 +71,6 @@ impl ProviderKind {
     /// Whether a call without a key is pointless (local servers usually need none).
     pub fn requires_key(self) -> bool {
         matches!(self, ProviderKind::Xai | ProviderKind::OpenAi | ProviderKind::Anthropic)
-    }
-
-    /// Settings applied under the agent's own `params`.
-    pub fn default_params(self, model: &str) -> ModelParams {
-        match self {
-            // The reference's default: grok-4.5 with effort=high, fast=true.
-            ProviderKind::Xai if model == DEFAULT_MODEL => {
-                ModelParams { effort: Some(Effort::High), fast: Some(true), ..Default::default() }
-            }
-            _ => ModelParams::default(),
-        }
     }
 
     /// Guesses the provider from a model id: `claude-*` → anthropic, `grok-*` → xai,

@@ -21,7 +21,7 @@ use crate::cost::{Price, price_for};
 use crate::env;
 use crate::http::{HttpConfig, Timeouts};
 use crate::openai::OpenAiProvider;
-use crate::presets::{DEFAULT_MODEL, ProviderKind};
+use crate::presets::{DEFAULT_MODEL, ProviderKind, default_model_params};
 use crate::provider::{ModelProvider, ProviderInfo, UnavailableProvider};
 use crate::retry::{RetryPolicy, Retrying};
 use crate::scripted::ScriptedProvider;
@@ -160,8 +160,8 @@ pub fn resolve(input: &ModelInput, env: &dyn Fn(&str) -> Option<String>) -> Reso
 
     let agent_kept = kept.iter().any(|(i, _)| *i == 2);
     let (mut params, script) = parse_params(&input.agent.params, &mut warnings);
-    if let Some(kind) = provider {
-        params = params.or(&kind.default_params(&model));
+    if id_layer == layers.len() {
+        params = params.or(&default_model_params());
     }
     let agent_model = set(&input.agent.model);
     let price = match input.agent.pricing {
