@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{Execution, Predicate, ToolBody, ToolDef};
 use crate::parse::{self, DurationValue};
@@ -114,6 +115,9 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         }
         (None, Some(script)) => Some(ToolBody::Script(script)),
     };
+    if let Some(ToolBody::Command(command)) = &body {
+        commands::check_files(command, &origin.bot_dir, src, "command", src.pos_of_key("command"), diags);
+    }
 
     let input_schema = match &file.input_schema {
         Some(value) => schema::check_object(value, src, "input_schema", diags),

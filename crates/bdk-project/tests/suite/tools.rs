@@ -18,7 +18,7 @@ fn tool(body: &str) -> Fixture {
 #[test]
 fn a_command_tool_loads_with_defaults() {
     //! Guards: the typed tool carries the file stem as name, the body and safe defaults.
-    let (_fx, project) = tool("command = [\"python3\", \"lib/t.py\"]\n").load();
+    let (_fx, project) = tool("command = [\"python3\", \"lib/t.py\"]\n").file("bot/lib/t.py", "").load();
     assert_clean(&project);
     let t = project.tool("t").expect("tool t");
     assert_eq!(t.description, "Does a thing.");
