@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         5 => drop(schedule::load_markdown(&src, "x", &origin, &mut d)),
         6 => drop(reminder::load(&src, "x", &origin, &mut d)),
         7 => drop(artifacts::load(&src, &origin, &mut d)),
-        8 => drop(result::load(&src, &mut d)),
+        8 => drop(result::load(&src, &origin.bot_dir, &mut d)),
         9 => drop(storage::load(&src, &mut d)),
         10 => drop(ab::load(&src, "x", &mut d)),
         11 => drop(agent::load_root(&src, &mut d)),

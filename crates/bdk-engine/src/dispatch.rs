@@ -91,6 +91,10 @@ pub(crate) async fn run_calls(
             session_id: Some(context.session.clone()),
             turn_id: Some(context.turn.clone()),
             workspace: context.workspace.clone(),
+            // Wired by the engine: the session's dryRun, asOf and host access.
+            dry_run: false,
+            as_of: None,
+            host: None,
         };
         let future = context.tools.call(invocation, context.cancel.child_token());
         set.spawn(async move {

@@ -5,14 +5,17 @@ use std::collections::BTreeMap;
 
 use crate::diag::{Code, Diagnostics};
 use crate::formats::agent::BUILTIN_TOOLS;
-use crate::model::{Advertise, ConnectionScope, Project, ScheduleAction};
+use crate::model::{Advertise, ConnectionScope, HookSink, Project, ScheduleAction};
+use crate::parse;
+use crate::source::SourceFile;
 
 /// Built-in harness tools active when `agent.toml` sets no `tools` allowlist.
 pub const DEFAULT_BUILTINS: &[&str] = &["read", "ls", "glob", "grep", "write", "edit", "shell"];
 
-pub fn run(project: &Project, diags: &mut Diagnostics) {
+pub fn run(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagnostics) {
     unique_names(project, diags);
     model_tool_names(project, diags);
+    unreachable_subagents(project, agent_toml, diags);
     placeholders(project, diags);
     schedule_channels(project, diags);
     eval_tool_references(project, diags);
@@ -42,46 +45,68 @@ fn unique_names(project: &Project, diags: &mut Diagnostics) {
         let mut first: BTreeMap<&str, &str> = BTreeMap::new();
         for (name, file) in names {
             if let Some(prev) = first.insert(name, file) {
-                diags.report(
-                    Code::NameClash,
-                    Some(file),
-                    None,
-                    format!("{file}: {kind} `{name}` is also defined by {prev}"),
-                );
+                let message = if prev == file {
+                    format!("{kind} `{name}` is defined twice")
+                } else {
+                    format!("{kind} `{name}` is also defined by {prev}")
+                };
+                diags.report(Code::NameClash, Some(file), None, message);
             }
         }
     }
 }
 
-/// The names the model calls tools by: authored tools, active built-ins, advertised MCP tools,
-/// extension tools (already namespaced), `task` and the opt-in tools. Each must be unique.
+/// The names the model calls tools by: authored tools, active built-ins, advertised MCP tools
+/// (`ns__tool` for a connection inside an extension), extension tools (already namespaced),
+/// `task` and the opt-in tools. Each must be unique.
 fn model_tool_names(project: &Project, diags: &mut Diagnostics) {
-    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    // name -> (who claims it, the file it is claimed in)
+    let mut owners: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     let mut claim = |name: &str, owner: String, file: Option<&str>, diags: &mut Diagnostics| {
-        if let Some(prev) = owners.get(name) {
-            diags.report(
-                Code::NameClash,
-                file,
-                None,
-                format!("tool name `{name}` is claimed by {owner} and by {prev}"),
-            );
+        if let Some((prev, prev_file)) = owners.get(name) {
+            // The message never names the file it is attached to.
+            let message = if prev_file.as_deref() == file && file.is_some() {
+                format!("tool name `{name}` is claimed twice in this file")
+            } else {
+                format!("tool name `{name}` is already claimed by {prev}")
+            };
+            diags.report(Code::NameClash, file, None, message);
         } else {
-            owners.insert(name.to_owned(), owner);
+            owners.insert(name.to_owned(), (owner, file.map(str::to_owned)));
         }
     };
     for builtin in active_builtins(project) {
         claim(builtin, format!("the built-in `{builtin}` tool"), None, diags);
     }
     for tool in &project.caps.tools {
-        claim(&tool.name, tool.file.clone().unwrap_or_else(|| "a native tool".to_owned()), tool.file.as_deref(), diags);
+        let owner = tool.file.clone().unwrap_or_else(|| format!("the native tool `{}`", tool.name));
+        claim(&tool.name, owner, tool.file.as_deref(), diags);
     }
     for conn in project.caps.connections.iter().filter(|c| c.scope == ConnectionScope::Model) {
-        if let Advertise::Only(names) = &conn.advertise {
-            for name in names {
-                claim(name, format!("MCP connection `{}` ({})", conn.name, conn.file), Some(&conn.file), diags);
-            }
+        for name in conn.advertised_names() {
+            claim(&name, format!("MCP connection `{}` ({})", conn.name, conn.file), Some(&conn.file), diags);
         }
     }
+}
+
+/// An allowlist without `task` hides every subagent: the model has no way to delegate.
+fn unreachable_subagents(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagnostics) {
+    let Some(tools) = &project.harness.tools else { return };
+    if project.caps.subagents.is_empty() || tools.iter().any(|t| t == "task") {
+        return;
+    }
+    let ids: Vec<String> = project.caps.subagents.iter().map(|s| format!("`{}`", s.id)).collect();
+    let (file, pos) = match agent_toml {
+        Some(src) => (Some(src.rel.clone()), src.pos_of_key("tools")),
+        None => (None, None),
+    };
+    let what = if ids.len() == 1 { "subagent" } else { "subagents" };
+    diags.report(
+        Code::UnreachableSubagents,
+        file.as_deref(),
+        pos,
+        format!("`tools` leaves out \"task\", so the model can never delegate to {what} {}", ids.join(", ")),
+    );
 }
 
 /// Built-in tool names the model will see.
@@ -102,14 +127,28 @@ pub fn active_builtins(project: &Project) -> Vec<&'static str> {
     names
 }
 
+/// `${NAME}` read from the environment at run time: in connections and in HTTP hook sinks.
 fn placeholders(project: &Project, diags: &mut Diagnostics) {
-    for conn in &project.caps.connections {
-        for name in conn.placeholders.iter().filter(|n| std::env::var_os(n).is_none()) {
+    let connections = project.caps.connections.iter().map(|c| (c.file.as_str(), c.placeholders.clone()));
+    let hooks = project.caps.hooks.iter().filter_map(|h| match &h.sink {
+        HookSink::Http { url, headers } => {
+            let mut names: Vec<String> = std::iter::once(url.as_str())
+                .chain(headers.iter().map(|(_, v)| v.as_str()))
+                .flat_map(parse::placeholders)
+                .collect();
+            names.sort();
+            names.dedup();
+            Some((h.file.as_str(), names))
+        }
+        HookSink::Command(_) | HookSink::File(_) => None,
+    });
+    for (file, names) in connections.chain(hooks) {
+        for name in names.iter().filter(|n| std::env::var_os(n).is_none()) {
             diags.report(
                 Code::UnsetPlaceholder,
-                Some(&conn.file),
+                Some(file),
                 None,
-                format!("{}: ${{{name}}} is not set in this environment", conn.file),
+                format!("${{{name}}} is not set in this environment"),
             );
         }
     }
@@ -140,11 +179,7 @@ fn eval_tool_references(project: &Project, diags: &mut Diagnostics) {
     let known = |name: &str| {
         builtins.contains(&name)
             || project.caps.tools.iter().any(|t| t.name == name)
-            || project
-                .caps
-                .connections
-                .iter()
-                .any(|c| matches!(&c.advertise, Advertise::Only(n) if n.iter().any(|x| x == name)))
+            || project.caps.connections.iter().any(|c| c.advertised_names().iter().any(|x| x == name))
     };
     for case in &evals.cases {
         let names = case

@@ -67,6 +67,8 @@ pub enum Code {
     InvalidRegex,
     UnknownToolReference,
     UnknownFrontmatterKey,
+    UnreachableSubagents,
+    MissingCommandFile,
 }
 
 impl Code {
@@ -125,6 +127,8 @@ impl Code {
         Code::InvalidRegex,
         Code::UnknownToolReference,
         Code::UnknownFrontmatterKey,
+        Code::UnreachableSubagents,
+        Code::MissingCommandFile,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -182,6 +186,8 @@ impl Code {
             Code::InvalidRegex => "invalid_regex",
             Code::UnknownToolReference => "unknown_tool_reference",
             Code::UnknownFrontmatterKey => "unknown_frontmatter_key",
+            Code::UnreachableSubagents => "unreachable_subagents",
+            Code::MissingCommandFile => "missing_command_file",
         }
     }
 
@@ -198,7 +204,9 @@ impl Code {
             | Code::UnsetPlaceholder
             | Code::UnknownEvent
             | Code::UnknownToolReference
-            | Code::UnknownFrontmatterKey => Severity::Warning,
+            | Code::UnknownFrontmatterKey
+            | Code::UnreachableSubagents
+            | Code::MissingCommandFile => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -234,7 +242,9 @@ impl Code {
             Code::SubagentCapabilityIgnored => {
                 "subagents inherit the parent's tools and connections; move this folder to the root agent"
             }
-            Code::InvalidName => "use letters, digits, `_` and `-` (tool names: at most 64)",
+            Code::InvalidName => {
+                "use letters, digits, `_` and `-`, starting with a letter or digit (tool names: at most 64)"
+            }
             Code::MissingInstructions => "add instructions.md (or an instructions/ folder of .md files)",
             Code::EmptyInstructions => "write the agent's identity, tool-choice rules and output contract",
             Code::LargeInstructions => "instructions are sent on every model call; move procedures into skills/",
@@ -262,12 +272,20 @@ impl Code {
             Code::AbArms => "give an experiment two or more arms with distinct ids and positive weights",
             Code::ExtensionPath => "set `path` to a bot-shaped folder, relative to the extension file",
             Code::EvalsConfigMissing => "add evals/evals.toml (for example `max_concurrency = 4`)",
-            Code::EvalShape => "give an eval either top-level `turns` or `[[cases]]`, not both and not neither",
+            Code::EvalShape => {
+                "give either one conversation (`message` or [[turns]], each message non-empty) with [expect], or [[cases]]"
+            }
             Code::DuplicateCase => "give every case a unique single-segment id",
             Code::InvalidRegex => "fix the regular expression (Rust regex syntax)",
             Code::UnknownToolReference => "check the tool name against `bdk info`",
             Code::UnknownFrontmatterKey => {
                 "skill frontmatter keys: name, description, license, compatibility, metadata, allowed-tools"
+            }
+            Code::UnreachableSubagents => {
+                "add \"task\" to `tools` in agent.toml, or remove the subagents the model cannot reach"
+            }
+            Code::MissingCommandFile => {
+                "commands run with the agent folder as cwd: fix the path, or add the file (scripts go in lib/)"
             }
         }
     }

@@ -7,6 +7,7 @@
 //! [`Diagnostic`]: bdk_protocol::Diagnostic
 
 pub mod checks;
+pub mod commands;
 pub mod diag;
 pub mod formats;
 pub mod manifest;

@@ -51,6 +51,7 @@ pub fn manifest_at(project: &Project, now: DateTime<Utc>) -> ProjectInfo {
                 file: s.file.clone(),
                 model: s.model.as_ref().map(|m| model(m, "agent.toml")),
                 instructions: instructions(&s.instructions),
+                max_steps: s.max_steps,
             })
             .collect(),
         channels: caps.channels.iter().map(channel).collect(),
@@ -247,10 +248,11 @@ fn connection(c: &crate::model::ConnectionDef) -> ConnectionInfo {
         env: Vec::new(),
         headers: Vec::new(),
         placeholders: c.placeholders.clone(),
+        // Listed by the names the model sees (`ns__tool` inside an extension).
         advertise_tools: match &c.advertise {
             Advertise::None => json!(false),
             Advertise::All => json!(true),
-            Advertise::Only(names) => json!(names),
+            Advertise::Only(_) => json!(c.advertised_names()),
         },
     };
     match &c.transport {

@@ -176,6 +176,8 @@ pub struct ToolDef {
     pub time_args: Vec<String>,
     pub timeout: Duration,
     pub body: ToolBody,
+    /// Run the body as one long-lived process speaking NDJSON (server tools only).
+    pub persistent: bool,
     /// The folder a command runs in (the bot folder it was defined in).
     pub cwd: PathBuf,
 }
@@ -223,8 +225,29 @@ pub struct ConnectionDef {
     pub file: String,
     pub description: Option<String>,
     pub transport: Transport,
+    /// The server's own tool names, as written in `advertise_tools`.
     pub advertise: Advertise,
     pub placeholders: Vec<String>,
+    /// The extension namespace it was mounted under; the model sees its tools as `ns__tool`.
+    pub namespace: Option<String>,
+}
+
+impl ConnectionDef {
+    /// The name the model calls one of this server's tools by: `ns__tool` inside an extension.
+    pub fn model_tool_name(&self, tool: &str) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}{}{tool}", crate::formats::NAMESPACE_SEPARATOR),
+            None => tool.to_owned(),
+        }
+    }
+
+    /// The model-facing names of the tools listed in `advertise_tools` (none for `false`/`true`).
+    pub fn advertised_names(&self) -> Vec<String> {
+        match &self.advertise {
+            Advertise::Only(names) => names.iter().map(|n| self.model_tool_name(n)).collect(),
+            Advertise::None | Advertise::All => Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

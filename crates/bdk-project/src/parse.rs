@@ -22,19 +22,61 @@ pub fn toml_file<T: DeserializeOwned>(src: &SourceFile, diags: &mut Diagnostics)
     }
 }
 
-/// The code for a serde message: which kind of mistake it describes.
+/// The code for a serde message: which kind of mistake it describes. The words may follow a
+/// path (serde_norway writes `cron: invalid type: ...`), so the earliest known phrase anywhere in
+/// the message decides; a phrase quoted later in the message (a value, a variant) cannot win.
 pub fn classify(message: &str) -> Code {
-    if message.starts_with("unknown field") {
-        Code::UnknownKey
-    } else if message.starts_with("missing field") {
-        Code::MissingField
-    } else if message.starts_with("invalid type") || message.starts_with("data did not match any variant") {
-        Code::WrongType
-    } else if message.starts_with("unknown variant") || message.starts_with("invalid value") {
-        Code::InvalidValue
-    } else {
-        Code::TomlSyntax
+    const PHRASES: &[(&str, Code)] = &[
+        ("unknown field", Code::UnknownKey),
+        ("missing field", Code::MissingField),
+        ("invalid type", Code::WrongType),
+        ("data did not match any variant", Code::WrongType),
+        ("unknown variant", Code::InvalidValue),
+        ("invalid value", Code::InvalidValue),
+    ];
+    PHRASES
+        .iter()
+        .filter_map(|(phrase, code)| message.find(phrase).map(|at| (at, *code)))
+        .min_by_key(|(at, _)| *at)
+        .map_or(Code::TomlSyntax, |(_, code)| code)
+}
+
+/// Drops serde_norway's ` at line N column M` (and ` at position N`) marks: they count from the
+/// first frontmatter line, and the diagnostic carries the position in the file instead.
+pub fn strip_yaml_marks(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at ") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 4..];
+        let mark_len = yaml_mark_len(after);
+        if mark_len == 0 {
+            out.push_str(" at ");
+        }
+        rest = &after[mark_len..];
     }
+    out.push_str(rest);
+    out
+}
+
+/// The length of `line N column M` or `position N` at the start of `text`, or 0.
+fn yaml_mark_len(text: &str) -> usize {
+    let digits = |s: &str| s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    if let Some(rest) = text.strip_prefix("line ") {
+        let line = digits(rest);
+        if let Some(col) = rest[line..].strip_prefix(" column ").filter(|_| line > 0) {
+            let column = digits(col);
+            if column > 0 {
+                return text.len() - col.len() + column;
+            }
+        }
+    } else if let Some(rest) = text.strip_prefix("position ") {
+        let n = digits(rest);
+        if n > 0 {
+            return "position ".len() + n;
+        }
+    }
+    0
 }
 
 /// A Markdown file split into its YAML frontmatter (if any) and body.
@@ -93,7 +135,7 @@ pub fn frontmatter<T: DeserializeOwned + Default>(
                 line: md.frontmatter_line + u32::try_from(loc.line()).unwrap_or(1).saturating_sub(1),
                 column: u32::try_from(loc.column()).unwrap_or(1),
             });
-            let message = err.to_string();
+            let message = strip_yaml_marks(&err.to_string());
             let code = match classify(&message) {
                 Code::TomlSyntax => Code::FrontmatterSyntax,
                 other => other,
@@ -207,6 +249,31 @@ mod tests {
     fn placeholders_are_found_in_order() {
         assert_eq!(placeholders("Bearer ${TOKEN} and ${ORG_ID}/${}"), vec!["TOKEN", "ORG_ID"]);
         assert!(placeholders("${unterminated").is_empty());
+    }
+
+    #[test]
+    fn serde_messages_are_classified_by_their_words() {
+        assert_eq!(classify("cron: invalid type: sequence, expected a string"), Code::WrongType);
+        assert_eq!(classify("unknown field `x`, expected one of `a`, `b`"), Code::UnknownKey);
+        assert_eq!(classify("a.b: missing field `id`"), Code::MissingField);
+        assert_eq!(classify("unknown variant `invalid type`, expected `x`"), Code::InvalidValue);
+        assert_eq!(classify("did not find expected key"), Code::TomlSyntax);
+    }
+
+    #[test]
+    fn yaml_marks_are_dropped() {
+        assert_eq!(
+            strip_yaml_marks("cron: invalid type: sequence, expected a string at line 2 column 7"),
+            "cron: invalid type: sequence, expected a string"
+        );
+        assert_eq!(
+            strip_yaml_marks(
+                "did not find expected ',' at line 1 column 7, while parsing a flow sequence at line 1 column 6"
+            ),
+            "did not find expected ',', while parsing a flow sequence"
+        );
+        assert_eq!(strip_yaml_marks("look at line breaks"), "look at line breaks");
+        assert_eq!(strip_yaml_marks("found at position 12"), "found");
     }
 
     #[test]

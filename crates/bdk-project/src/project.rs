@@ -52,7 +52,7 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
                 Code::NoProject,
                 Some(&shown),
                 None,
-                format!("{shown} is not a directory"),
+                "is not a directory",
                 "pass --dir a project folder (one holding bot/)",
             );
             continue;
@@ -66,7 +66,7 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
                 iter.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir() && layout_of(p).is_some()).collect()
             }
             Err(err) => {
-                host.report(Code::IoError, Some(&shown), None, format!("cannot list {shown}: {err}"));
+                host.report(Code::IoError, Some(&shown), None, format!("cannot be listed: {err}"));
                 continue;
             }
         };
@@ -76,7 +76,7 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
                 Code::NoProject,
                 Some(&shown),
                 None,
-                format!("{shown} holds no bot/ or agent/ folder, and no folder directly under it does"),
+                "holds no bot/ or agent/ folder, and no folder directly under it does",
             );
         }
         discovery.projects.extend(children.iter().map(|child| load_project(child, true)));
@@ -84,12 +84,12 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
     let mut seen: Vec<(&str, &Path)> = Vec::new();
     for project in &discovery.projects {
         if let Some((_, first)) = seen.iter().find(|(slug, _)| *slug == project.slug) {
-            host.report(
-                Code::DuplicateSlug,
-                Some(&project.dir.display().to_string()),
-                None,
-                format!("slug `{}` is taken by both {} and {}", project.slug, first.display(), project.dir.display()),
-            );
+            let message = if *first == project.dir {
+                format!("this project is given twice (slug `{}`)", project.slug)
+            } else {
+                format!("slug `{}` is already taken by {}", project.slug, first.display())
+            };
+            host.report(Code::DuplicateSlug, Some(&project.dir.display().to_string()), None, message);
         } else {
             seen.push((&project.slug, &project.dir));
         }
@@ -139,6 +139,8 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
     let walked = walk::walk(&bot_dir, &Origin::project(bot_dir.clone()), &rel, &mut diags);
     let mut caps = walked.caps;
     let mut root = agent::RootAgent::default();
+    // Kept for cross-file checks that point into agent.toml.
+    let mut agent_src = None;
     let mut artifacts_def = None;
     let mut result_def = None;
     let mut storage_def = None;
@@ -151,6 +153,7 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
             ("agent.toml", false) => {
                 if let Some(src) = read(entry, &rel, &mut diags) {
                     root = agent::load_root(&src, &mut diags);
+                    agent_src = Some(src);
                 }
             }
             ("artifacts.toml", false) => {
@@ -162,7 +165,7 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
                 }
             }
             ("result.toml", false) => {
-                result_def = read(entry, &rel, &mut diags).and_then(|src| result::load(&src, &mut diags))
+                result_def = read(entry, &rel, &mut diags).and_then(|src| result::load(&src, &bot_dir, &mut diags))
             }
             ("storage.toml", false) => {
                 storage_def = read(entry, &rel, &mut diags).and_then(|src| storage::load(&src, &mut diags))
@@ -192,12 +195,7 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
                 "agent.toml" | "artifacts.toml" | "result.toml" | "storage.toml" | "ab.toml" | "instructions.md",
                 true,
             ) => {
-                diags.report(
-                    Code::ExpectedFile,
-                    Some(&shown),
-                    None,
-                    format!("{shown} is a directory, expected a file"),
-                );
+                diags.report(Code::ExpectedFile, Some(&shown), None, "is a directory, expected a file");
             }
             _ => strays.push(entry),
         }
@@ -231,7 +229,7 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
     for entry in strays {
         if !entry.is_dir && (walk::CAPABILITY_FOLDERS.contains(&entry.name.as_str()) || entry.name == "lib") {
             let shown = rel.of(&entry.path);
-            diags.report(Code::ExpectedDirectory, Some(&shown), None, format!("{shown} is a file, expected a folder"));
+            diags.report(Code::ExpectedDirectory, Some(&shown), None, "is a file, expected a folder");
         } else if !(entry.is_dir && extensions.iter().any(|e: &ExtensionDef| e.path.starts_with(&entry.path))) {
             walk::report_stray(entry, "see docs/formats.md for what the agent folder holds", &rel, &mut diags);
         }
@@ -258,7 +256,7 @@ pub fn load_project(dir: &Path, in_serve_root: bool) -> Project {
         evals,
         diagnostics: Vec::new(),
     };
-    checks::run(&project, &mut diags);
+    checks::run(&project, agent_src.as_ref(), &mut diags);
     project.diagnostics = diags.into_sorted();
     project
 }

@@ -85,17 +85,17 @@ pub fn read_text(path: &Path, rel: &Rel, limit: u64, diags: &mut Diagnostics) ->
     let meta = match fs::metadata(path) {
         Ok(meta) => meta,
         Err(err) => {
-            diags.report(Code::IoError, Some(&name), None, format!("cannot read {name}: {err}"));
+            diags.report(Code::IoError, Some(&name), None, format!("cannot be read: {err}"));
             return None;
         }
     };
     if meta.is_dir() {
-        diags.report(Code::ExpectedFile, Some(&name), None, format!("{name} is a directory, expected a file"));
+        diags.report(Code::ExpectedFile, Some(&name), None, "is a directory, expected a file");
         return None;
     }
     if !meta.is_file() {
         // FIFOs, sockets and devices would block or never end: never open them.
-        diags.report(Code::ExpectedFile, Some(&name), None, format!("{name} is not a regular file"));
+        diags.report(Code::ExpectedFile, Some(&name), None, "is a FIFO, socket or device, expected a regular file");
         return None;
     }
     if meta.len() > limit {
@@ -103,14 +103,14 @@ pub fn read_text(path: &Path, rel: &Rel, limit: u64, diags: &mut Diagnostics) ->
             Code::FileTooLarge,
             Some(&name),
             None,
-            format!("{name} is {} bytes, over the {} byte limit for this kind of file", meta.len(), limit),
+            format!("is {} bytes, over the {} byte limit for this kind of file", meta.len(), limit),
         );
         return None;
     }
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
         Err(err) => {
-            diags.report(Code::IoError, Some(&name), None, format!("cannot read {name}: {err}"));
+            diags.report(Code::IoError, Some(&name), None, format!("cannot be read: {err}"));
             return None;
         }
     };
@@ -126,7 +126,7 @@ pub fn read_text(path: &Path, rel: &Rel, limit: u64, diags: &mut Diagnostics) ->
             let valid = err.utf8_error().valid_up_to();
             let text = String::from_utf8_lossy(err.as_bytes());
             let pos = pos_in(&text, valid);
-            diags.report(Code::NotUtf8, Some(&name), Some(pos), format!("{name} is not valid UTF-8 (byte {valid})"));
+            diags.report(Code::NotUtf8, Some(&name), Some(pos), format!("is not valid UTF-8 (byte {valid})"));
             None
         }
     }
@@ -158,7 +158,7 @@ pub fn list_dir(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<Entry> {
         Ok(iter) => iter,
         Err(err) => {
             let name = rel.of(dir);
-            diags.report(Code::IoError, Some(&name), None, format!("cannot list {name}: {err}"));
+            diags.report(Code::IoError, Some(&name), None, format!("cannot be listed: {err}"));
             return Vec::new();
         }
     };
@@ -168,14 +168,14 @@ pub fn list_dir(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<Entry> {
             Ok(item) => item,
             Err(err) => {
                 let name = rel.of(dir);
-                diags.report(Code::IoError, Some(&name), None, format!("cannot list {name}: {err}"));
+                diags.report(Code::IoError, Some(&name), None, format!("cannot be listed: {err}"));
                 continue;
             }
         };
         let path = item.path();
         let Some(name) = item.file_name().to_str().map(str::to_owned) else {
             let shown = rel.of(&path);
-            diags.report(Code::InvalidName, Some(&shown), None, format!("{shown}: file name is not valid UTF-8"));
+            diags.report(Code::InvalidName, Some(&shown), None, "file name is not valid UTF-8");
             continue;
         };
         if name.starts_with('.') {
@@ -185,7 +185,7 @@ pub fn list_dir(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<Entry> {
             Ok(meta) => entries.push(Entry { path, name, is_dir: meta.is_dir() }),
             Err(err) => {
                 let shown = rel.of(&path);
-                diags.report(Code::IoError, Some(&shown), None, format!("cannot inspect {shown}: {err}"));
+                diags.report(Code::IoError, Some(&shown), None, format!("cannot be inspected: {err}"));
             }
         }
     }
@@ -193,12 +193,19 @@ pub fn list_dir(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<Entry> {
     entries
 }
 
-/// Every regular file under `dir`, recursively, relative to `dir`, sorted. Follows symlinks and
-/// reports loops instead of walking them; FIFOs, sockets and devices are reported and left out,
-/// since whoever reads or copies them later would block.
+/// Every regular file under `dir`, recursively, relative to `dir`, sorted. Hidden entries
+/// (`.name`, and everything under a hidden folder) are skipped, as [`list_dir`] skips them.
+/// Follows symlinks and reports loops instead of walking them; FIFOs, sockets and devices are
+/// reported and left out, since whoever reads or copies them later would block.
 pub fn walk_files(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<String> {
     let mut files = Vec::new();
-    for item in walkdir::WalkDir::new(dir).follow_links(true).min_depth(1).sort_by_file_name() {
+    let walk = walkdir::WalkDir::new(dir)
+        .follow_links(true)
+        .min_depth(1)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for item in walk {
         match item {
             Ok(entry) if entry.file_type().is_file() => {
                 if let Ok(inner) = entry.path().strip_prefix(dir) {
@@ -207,15 +214,23 @@ pub fn walk_files(dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Vec<String>
             }
             Ok(entry) if !entry.file_type().is_dir() => {
                 let shown = rel.of(entry.path());
-                diags.report(Code::ExpectedFile, Some(&shown), None, format!("{shown} is not a regular file"));
+                diags.report(
+                    Code::ExpectedFile,
+                    Some(&shown),
+                    None,
+                    "is a FIFO, socket or device, expected a regular file",
+                );
             }
             Ok(_) => {}
             Err(err) => {
                 let shown = err.path().map_or_else(|| rel.of(dir), |p| rel.of(p));
+                // walkdir's own message names the path again; keep only the cause.
                 let message = if err.loop_ancestor().is_some() {
-                    format!("{shown} is a symlink loop")
+                    "is a symlink loop".to_owned()
+                } else if let Some(io) = err.io_error() {
+                    format!("cannot be read: {io}")
                 } else {
-                    format!("cannot read {shown}: {err}")
+                    format!("cannot be read: {err}")
                 };
                 diags.report(Code::IoError, Some(&shown), None, message);
             }

@@ -66,7 +66,8 @@ pub struct ModelInfo {
     pub params: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing: Option<PricingInfo>,
-    /// `default` when nothing was declared, `agent.toml` otherwise, `inherited` on subagents.
+    /// `default` when nothing was declared, `agent.toml` otherwise. A subagent without its own
+    /// model has no `model` at all (it runs on the parent's).
     pub source: String,
 }
 
@@ -208,6 +209,9 @@ pub struct SubagentInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelInfo>,
     pub instructions: InstructionsInfo,
+    /// The subagent's own step limit for one delegated run; absent means the parent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -208,6 +208,7 @@ impl ToolRegistry for TestTools {
                 name: name.into(),
                 description: format!("the {name} test tool"),
                 input_schema: json!({"type": "object"}),
+                output_schema: None,
             })
             .collect()
     }

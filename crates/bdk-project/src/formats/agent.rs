@@ -158,11 +158,19 @@ pub struct Subagent {
 
 pub fn load_subagent(src: &SourceFile, diags: &mut Diagnostics) -> Option<Subagent> {
     let file: SubagentFile = parse::toml_file(src, diags)?;
+    if file.max_steps == Some(0) {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("max_steps"),
+            format!("{}: `max_steps` must be at least 1", src.rel),
+        );
+    }
     Some(Subagent {
         description: file.description.filter(|d| !d.trim().is_empty()),
         model: file.model.as_ref().and_then(|m| model(m, src, diags)),
         instructions: file.instructions,
-        max_steps: file.max_steps,
+        max_steps: file.max_steps.filter(|n| *n > 0),
     })
 }
 
@@ -183,7 +191,10 @@ fn model(value: &toml::Value, src: &SourceFile, diags: &mut Diagnostics) -> Opti
             Ok(table) => table,
             Err(err) => {
                 let message = err.message().trim().to_owned();
-                let code = if message.starts_with("unknown field") { Code::UnknownKey } else { Code::WrongType };
+                let code = match parse::classify(&message) {
+                    Code::TomlSyntax => Code::WrongType,
+                    code => code,
+                };
                 diags.report(code, Some(&src.rel), src.pos_of_key("model"), format!("{}: [model]: {message}", src.rel));
                 return None;
             }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{Admission, AuthPolicy, ChannelDef, ChannelKind, RouteDef};
 use crate::parse::{self, DurationValue};
@@ -72,7 +73,7 @@ struct RouteFile {
     description: Option<String>,
     body_schema: Option<Spanned<toml::Value>>,
     query_schema: Option<Spanned<toml::Value>>,
-    handler: Option<Vec<String>>,
+    handler: Option<Spanned<Vec<String>>>,
     timeout: Option<Spanned<DurationValue>>,
 }
 
@@ -118,6 +119,11 @@ pub fn load(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics
         KindFile::Slack => ChannelKind::Slack,
     };
     let settings = kind_settings(&file, kind, src, diags);
+    if kind == ChannelKind::Github
+        && let Some(handler) = file.github.as_ref().and_then(|g| g.handler.as_ref())
+    {
+        commands::check_files(handler, &origin.bot_dir, src, "github.handler", src.pos_of_key("handler"), diags);
+    }
     if matches!(kind, ChannelKind::Custom | ChannelKind::Webhook) && file.routes.is_empty() {
         diags.report_with_hint(
             Code::MissingField,
@@ -131,7 +137,7 @@ pub fn load(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics
     let mut routes = Vec::new();
     let mut ok = true;
     for (index, route) in file.routes.into_iter().enumerate() {
-        match load_route(route, index, &mut seen, src, diags) {
+        match load_route(route, index, &mut seen, src, origin, diags) {
             Some(route) => routes.push(route),
             None => ok = false,
         }
@@ -167,6 +173,7 @@ fn load_route(
     index: usize,
     seen: &mut HashSet<(String, String)>,
     src: &SourceFile,
+    origin: &Origin,
     diags: &mut Diagnostics,
 ) -> Option<RouteDef> {
     let label = format!("{}: routes[{index}]", src.rel);
@@ -216,7 +223,8 @@ fn load_route(
         );
         ok = false;
     }
-    let handler = route.handler.unwrap_or_default();
+    let handler_pos = route.handler.as_ref().and_then(|h| at(h.span()));
+    let handler = route.handler.map(Spanned::into_inner).unwrap_or_default();
     if handler.first().is_none_or(|h| h.trim().is_empty()) {
         diags.report_with_hint(
             Code::MissingField,
@@ -226,6 +234,9 @@ fn load_route(
             "add `handler = [\"program\", \"arg\"]`; it reads the request as JSON on stdin",
         );
         ok = false;
+    } else {
+        let key = format!("routes[{index}].handler");
+        commands::check_files(&handler, &origin.bot_dir, src, &key, handler_pos, diags);
     }
     let body_schema = route
         .body_schema

@@ -148,6 +148,7 @@ pub fn load(
         transport,
         advertise,
         placeholders,
+        namespace: origin.namespace.clone(),
     })
 }
 

@@ -263,6 +263,14 @@ fn turns(
     Some(turns)
 }
 
+/// A regex error on one line. The parser's message draws the pattern with a caret under the
+/// problem over several lines; its last line (`error: unclosed group`) says what is wrong.
+fn regex_error_line(err: &regex::Error) -> String {
+    let text = err.to_string();
+    let last = text.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("invalid pattern");
+    last.strip_prefix("error: ").unwrap_or(last).to_owned()
+}
+
 fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> Expectations {
     for pattern in &file.reply_matches {
         if let Err(err) = regex::Regex::new(pattern) {
@@ -270,7 +278,7 @@ fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> 
                 Code::InvalidRegex,
                 Some(&src.rel),
                 src.pos_of_key("reply_matches"),
-                format!("{}: reply_matches `{pattern}`: {err}", src.rel),
+                format!("{}: reply_matches `{pattern}`: {}", src.rel, regex_error_line(&err)),
             );
         }
     }

@@ -30,11 +30,13 @@ pub fn load(entry: &Entry, rel: &Rel, diags: &mut Diagnostics) -> Option<(Extens
     let namespace = if entry.is_dir { entry.name.clone() } else { entry.stem().to_owned() };
     let shown = rel.of(&entry.path);
     if !parse::is_valid_name(&namespace) || namespace.contains(NAMESPACE_SEPARATOR) {
-        diags.report(
+        diags.report_with_hint(
             Code::InvalidName,
             Some(&shown),
             None,
-            format!("{shown}: `{namespace}` is not a valid namespace (no `__`)"),
+            format!("{shown}: `{namespace}` is not a valid extension namespace"),
+            "name the file or folder with letters, digits, `_` and `-`, starting with a letter or digit, \
+             and no `__` (it separates the namespace from the names the extension contributes)",
         );
         return None;
     }

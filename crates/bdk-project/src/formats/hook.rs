@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use bdk_protocol::events;
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{HookDef, HookSink};
 use crate::parse;
@@ -88,6 +89,9 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
             return None;
         }
     };
+    if let HookSink::Command(command) = &sink {
+        commands::check_files(command, &origin.bot_dir, src, "command", src.pos_of_key("command"), diags);
+    }
     if file.events.is_empty() {
         return None;
     }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::ReminderDef;
 use crate::parse::{self, DurationValue};
@@ -42,6 +43,7 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         );
         return None;
     }
+    commands::check_files(&file.command, &origin.bot_dir, src, "command", src.pos_of_key("command"), diags);
     let timeout = parse::duration(file.timeout.as_ref(), src, "timeout", DEFAULT_TIMEOUT, diags);
     Some(ReminderDef {
         name: origin.name(name),

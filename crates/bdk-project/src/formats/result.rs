@@ -1,10 +1,12 @@
 //! `result.toml`: a host command that commits the final assistant text of each turn. It reads
 //! `{"text": ..., "context": ...}` on stdin; a non-zero exit rejects the result.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::ResultDef;
 use crate::parse::{self, DurationValue};
@@ -19,7 +21,8 @@ struct ResultFile {
     timeout: Option<DurationValue>,
 }
 
-pub fn load(src: &SourceFile, diags: &mut Diagnostics) -> Option<ResultDef> {
+/// `bot_dir` is the agent folder, where the command runs.
+pub fn load(src: &SourceFile, bot_dir: &Path, diags: &mut Diagnostics) -> Option<ResultDef> {
     let file: ResultFile = parse::toml_file(src, diags)?;
     if file.command.first().is_none_or(|c| c.trim().is_empty()) {
         diags.report(
@@ -30,6 +33,7 @@ pub fn load(src: &SourceFile, diags: &mut Diagnostics) -> Option<ResultDef> {
         );
         return None;
     }
+    commands::check_files(&file.command, bot_dir, src, "command", src.pos_of_key("command"), diags);
     let timeout = parse::duration(file.timeout.as_ref(), src, "timeout", DEFAULT_TIMEOUT, diags);
     Some(ResultDef { file: src.rel.clone(), command: file.command, timeout })
 }

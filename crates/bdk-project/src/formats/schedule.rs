@@ -6,6 +6,7 @@ use croner::Cron;
 use croner::parser::{CronParser, Seconds};
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{ScheduleAction, ScheduleDef};
 use crate::parse;
@@ -89,7 +90,10 @@ pub fn load_toml(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagno
             );
             return None;
         }
-        (None, Some(run), None) if run.first().is_some_and(|c| !c.trim().is_empty()) => ScheduleAction::Run(run),
+        (None, Some(run), None) if run.first().is_some_and(|c| !c.trim().is_empty()) => {
+            commands::check_files(&run, &origin.bot_dir, src, "run", src.pos_of_key("run"), diags);
+            ScheduleAction::Run(run)
+        }
         // Inside an extension the channel named is the extension's own (`<ns>__<channel>`).
         (None, None, Some(receive)) => {
             ScheduleAction::Receive { channel: origin.name(&receive.channel), message: receive.message }
@@ -130,15 +134,38 @@ fn check_id(src: &SourceFile, id: &str, diags: &mut Diagnostics) -> Option<()> {
     }
 }
 
+/// The five fields in order, with the values each accepts.
+const FIELDS: [(&str, &str); 5] =
+    [("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("month", "1-12"), ("weekday", "0-7")];
+
 /// Parses a 5-field cron expression (no seconds field).
 pub fn parse_cron(expr: &str) -> Result<Cron, String> {
-    if expr.split_whitespace().count() != 5 {
-        return Err(format!(
-            "`{expr}` has {} fields; schedules use 5 (minute hour day month weekday)",
-            expr.split_whitespace().count()
-        ));
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if fields.len() != 5 {
+        let n = fields.len();
+        let noun = if n == 1 { "field" } else { "fields" };
+        return Err(format!("`{expr}` has {n} {noun}; schedules use 5 (minute hour day month weekday)"));
     }
-    CronParser::builder().seconds(Seconds::Disallowed).build().parse(expr).map_err(|e| e.to_string())
+    let parser = CronParser::builder().seconds(Seconds::Disallowed).build();
+    parser.parse(expr).map_err(|err| {
+        // croner does not say which field is wrong: parse each alone, the others `*`.
+        let culprit = (0..fields.len()).find_map(|i| {
+            let alone: Vec<&str> = (0..fields.len()).map(|j| if j == i { fields[j] } else { "*" }).collect();
+            parser.parse(&alone.join(" ")).err().map(|e| (i, e))
+        });
+        match culprit {
+            Some((i, e)) => {
+                let (name, range) = FIELDS[i];
+                let text = e.to_string();
+                if text.contains("out of bounds") {
+                    format!("{name}: {} is out of range ({range})", fields[i])
+                } else {
+                    format!("{name}: `{}`: {}", fields[i], text.trim_start_matches("Component error: "))
+                }
+            }
+            None => err.to_string(),
+        }
+    })
 }
 
 /// The next time `expr` fires strictly after `now`, in UTC.
@@ -158,5 +185,23 @@ fn check_cron(expr: &str, src: &SourceFile, diags: &mut Diagnostics) -> Option<(
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cron;
+
+    #[test]
+    fn cron_errors_name_the_field() {
+        let err = |expr: &str| parse_cron(expr).err().unwrap_or_default();
+        assert_eq!(err("0 25 * * *"), "hour: 25 is out of range (0-23)");
+        assert_eq!(err("60 * * * *"), "minute: 60 is out of range (0-59)");
+        assert_eq!(err("* * 0 * *"), "day of month: 0 is out of range (1-31)");
+        assert_eq!(err("* * * 13 *"), "month: 13 is out of range (1-12)");
+        assert!(err("* * * * FOO").starts_with("weekday: `FOO`"), "{}", err("* * * * FOO"));
+        assert_eq!(err("daily"), "`daily` has 1 field; schedules use 5 (minute hour day month weekday)");
+        assert!(err("0 0 9 * * *").starts_with("`0 0 9 * * *` has 6 fields;"));
+        assert!(parse_cron("*/15 9-17 * JAN-MAR MON-FRI").is_ok());
     }
 }

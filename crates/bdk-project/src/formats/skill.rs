@@ -1,5 +1,6 @@
 //! `skills/<name>.md` and `skills/<name>/SKILL.md` (+ sibling files): procedures the model loads
-//! on demand. The frontmatter `description` is the routing rule the model reads.
+//! on demand. The frontmatter `description` is the routing rule the model reads; a flat skill
+//! without one is described by its first body line, a folder skill must declare it.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -72,14 +73,33 @@ pub fn load(entry: &Entry, origin: &Origin, rel: &Rel, diags: &mut Diagnostics) 
             "the path decides the name; make them match or drop `name`",
         );
     }
-    let Some(description) = front.description.filter(|d| !d.trim().is_empty()) else {
-        diags.report(
-            Code::MissingDescription,
-            Some(&src.rel),
-            Some(source::Pos { line: 1, column: 1 }),
-            format!("{}: skill `{name}` has no `description` frontmatter", src.rel),
-        );
-        return None;
+    // A flat skill may leave `description` out: its first body line stands in. A folder skill
+    // (a package other tools read too) must declare it.
+    let declared = front.description.filter(|d| !d.trim().is_empty());
+    let description = match declared {
+        Some(d) => d,
+        None if !entry.is_dir => match first_line(md.body) {
+            Some(line) => line.to_owned(),
+            None => {
+                diags.report_with_hint(
+                    Code::MissingDescription,
+                    Some(&src.rel),
+                    Some(source::Pos { line: 1, column: 1 }),
+                    format!("{}: skill `{name}` has no `description` frontmatter and an empty body", src.rel),
+                    "add `description` frontmatter, or a first line saying when to use the skill",
+                );
+                return None;
+            }
+        },
+        None => {
+            diags.report(
+                Code::MissingDescription,
+                Some(&src.rel),
+                Some(source::Pos { line: 1, column: 1 }),
+                format!("{}: skill `{name}` has no `description` frontmatter (required in SKILL.md)", src.rel),
+            );
+            return None;
+        }
     };
     Some(SkillDef {
         name: origin.name(&name),
@@ -90,4 +110,22 @@ pub fn load(entry: &Entry, origin: &Origin, rel: &Rel, diags: &mut Diagnostics) 
         body: md.body.to_owned(),
         files,
     })
+}
+
+/// The first non-empty body line with its heading marks (`#`) and surrounding space removed.
+fn first_line(body: &str) -> Option<&str> {
+    body.lines().map(|l| l.trim().trim_start_matches('#').trim()).find(|l| !l.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_line;
+
+    #[test]
+    fn the_first_body_line_is_the_fallback_description() {
+        assert_eq!(first_line("\n\n# Triage a failed release\n\n1. Read.\n"), Some("Triage a failed release"));
+        assert_eq!(first_line("  Use when asked.  \nMore.\n"), Some("Use when asked."));
+        assert_eq!(first_line("#\n##   \nBody.\n"), Some("Body."));
+        assert_eq!(first_line(" \n\t\n"), None);
+    }
 }

@@ -28,12 +28,7 @@ pub fn load(entry: &Entry, origin: &Origin, rel: &Rel, diags: &mut Diagnostics) 
             }
             ("agent.toml", true) => {
                 has_agent_toml = true;
-                diags.report(
-                    Code::ExpectedFile,
-                    Some(&child_rel),
-                    None,
-                    format!("{child_rel} is a directory, expected a file"),
-                );
+                diags.report(Code::ExpectedFile, Some(&child_rel), None, "is a directory, expected a file");
             }
             ("instructions.md", false) | ("instructions", true) => {}
             (name, true) if walk::CAPABILITY_FOLDERS.contains(&name) || name == "lib" => {

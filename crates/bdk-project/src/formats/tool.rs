@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{Execution, Predicate, ToolBody, ToolDef};
 use crate::parse::{self, DurationValue};
@@ -31,6 +32,8 @@ struct ToolFile {
     timeout: Option<DurationValue>,
     command: Option<Vec<String>>,
     script: Option<String>,
+    #[serde(default)]
+    persistent: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +117,20 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         }
         (None, Some(script)) => Some(ToolBody::Script(script)),
     };
+    if file.persistent && execution == Execution::Agent {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("persistent"),
+            format!(
+                "{}: agent tool `{name}` cannot be persistent; only server tools run a long-lived process",
+                src.rel
+            ),
+        );
+    }
+    if let Some(ToolBody::Command(command)) = &body {
+        commands::check_files(command, &origin.bot_dir, src, "command", src.pos_of_key("command"), diags);
+    }
 
     let input_schema = match &file.input_schema {
         Some(value) => schema::check_object(value, src, "input_schema", diags),
@@ -157,6 +174,7 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         time_args: file.time_args,
         timeout,
         body: body?,
+        persistent: file.persistent && execution == Execution::Server,
         cwd: origin.bot_dir.clone(),
     })
 }

@@ -314,3 +314,40 @@ fn a_clean_project_stays_clean_with_hidden_files() {
         Fixture::new().file("bot/.DS_Store", b"\x00\x01").file("bot/tools/.x.toml.swp", b"\xff").load();
     assert_clean(&project);
 }
+
+#[test]
+fn read_error_messages_do_not_repeat_the_path() {
+    //! Guards: the path is the diagnostic's `file`; read errors say only what is wrong with it.
+    let (_fx, project) = load_within(
+        Fixture::new()
+            .dir("bot/tools/dir.toml")
+            .fifo("bot/tools/pipe.toml")
+            .file("bot/tools/big.toml", format!("{TOOL}# {}\n", "x".repeat(2 * 1024 * 1024)))
+            .file("bot/tools/bytes.toml", b"description = \"\xff\"\n")
+            .fifo("bot/sandbox/workspace/pipe")
+            .symlink("bot/sandbox/workspace/loop", "loop")
+            .file("bot/hooks", "x"),
+        Duration::from_secs(30),
+    );
+    let message = |code: &str, file: &str| {
+        super::all_with(&project, code)
+            .into_iter()
+            .find(|d| d.file.as_deref() == Some(file))
+            .map(|d| d.message.clone())
+            .unwrap_or_else(|| panic!("no [{code}] for {file}: {:#?}", project.diagnostics))
+    };
+    assert_eq!(message("expected_file", "bot/tools/dir.toml"), "is a directory, expected a file");
+    assert_eq!(message("expected_file", "bot/tools/pipe.toml"), "is a FIFO, socket or device, expected a regular file");
+    assert_eq!(
+        message("expected_file", "bot/sandbox/workspace/pipe"),
+        "is a FIFO, socket or device, expected a regular file"
+    );
+    assert_eq!(
+        message("file_too_large", "bot/tools/big.toml"),
+        format!("is {} bytes, over the 1048576 byte limit for this kind of file", TOOL.len() + 3 + 2 * 1024 * 1024)
+    );
+    assert_eq!(message("not_utf8", "bot/tools/bytes.toml"), "is not valid UTF-8 (byte 15)");
+    let walk_error = message("io_error", "bot/sandbox/workspace/loop");
+    assert!(walk_error.starts_with("cannot be read: ") && !walk_error.contains("workspace"), "{walk_error}");
+    assert_eq!(message("expected_directory", "bot/hooks"), "is a file, expected a folder");
+}

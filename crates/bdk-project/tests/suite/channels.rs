@@ -23,6 +23,7 @@ fn a_custom_channel_loads() {
                  query_schema = {{ type = \"object\" }}\n"
             ),
         )
+        .file("bot/lib/h.py", "")
         .load();
     assert_clean(&project);
     let ch = &project.caps.channels[0];

@@ -95,7 +95,9 @@ fn eval_shape_errors_are_reported() {
         files,
         ["evals/both.eval.toml", "evals/empty.eval.toml", "evals/neither.eval.toml", "evals/turns.eval.toml"]
     );
-    find(&project, "eval_shape").error();
+    let check = find(&project, "eval_shape").error();
+    let hint = check.0.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("`message` or [[turns]]") && hint.contains("[[cases]]"), "{hint}");
     assert!(ids(&project).is_empty());
 }
 
@@ -106,7 +108,8 @@ fn invalid_regex_is_reported() {
         .file("evals/evals.toml", CONFIG)
         .file("evals/r.eval.toml", "message = \"a\"\n[expect]\nreply_matches = [\"ok\", \"(unclosed\"]\n")
         .load();
-    only(&project, "invalid_regex").error().file("evals/r.eval.toml").line(3);
+    let check = only(&project, "invalid_regex").error().file("evals/r.eval.toml").line(3);
+    assert_eq!(check.0.message, "reply_matches `(unclosed`: unclosed group");
 }
 
 #[test]

@@ -18,6 +18,7 @@ fn ci_mount() -> Fixture {
         )
         .file("bot/vendor/ci/instructions.md", "Check CI before answering.\n")
         .file("bot/vendor/ci/tools/failed_jobs.toml", TOOL)
+        .file("bot/vendor/ci/lib/jobs.py", "")
         .file("bot/vendor/ci/skills/triage.md", "---\ndescription: Use on red builds.\n---\nSteps.\n")
         .file("bot/vendor/ci/mcp-connections/api.toml", "url = \"https://ci.example/mcp\"\n")
         .file("bot/vendor/ci/subagents/fixer/agent.toml", "description = \"Fixes builds.\"\n")
@@ -88,6 +89,7 @@ fn a_folder_mount_contributes_namespaced_capabilities() {
     let (_fx, project) = Fixture::new()
         .file("bot/extensions/ops/extension.toml", "description = \"Ops.\"\n")
         .file("bot/extensions/ops/tools/restart.toml", TOOL)
+        .file("bot/extensions/ops/lib/jobs.py", "")
         .file("bot/extensions/ops/skills/runbook/SKILL.md", "---\ndescription: Use for outages.\n---\nDo.\n")
         .file("bot/extensions/ops/instructions.md", "Ops rules.\n")
         .load();
@@ -127,7 +129,10 @@ fn bad_namespaces_and_stray_entries_are_reported() {
     //! Guards: a namespace holds no `__`; extensions/ holds only mounts.
     let (_fx, project) =
         Fixture::new().file("bot/extensions/a__b.toml", "path = \".\"\n").file("bot/extensions/readme.md", "x").load();
-    only(&project, "invalid_name").error().file("bot/extensions/a__b.toml");
+    let check = only(&project, "invalid_name").error().file("bot/extensions/a__b.toml");
+    assert_eq!(check.0.message, "`a__b` is not a valid extension namespace");
+    let hint = check.0.hint.as_deref().unwrap_or_default();
+    assert!(hint.contains("no `__`") && !hint.contains("64"), "a namespace hint, not a tool-name one: {hint}");
     only(&project, "stray_file").warning().file("bot/extensions/readme.md");
 }
 
@@ -150,4 +155,31 @@ fn extensions_cannot_nest() {
         .load();
     only(&project, "unknown_folder").warning().file("bot/extensions/ns/extensions");
     assert_eq!(project.extensions.len(), 1);
+}
+
+#[test]
+fn advertised_mcp_tools_of_an_extension_are_namespaced() {
+    //! Guards: a connection inside an extension advertises `ns__tool` like everything else the
+    //! extension contributes: that is the name that clashes, that evals name and that info shows.
+    let api = "url = \"https://ci.example/mcp\"\nadvertise_tools = [\"jobs\"]\n";
+    let local = "description = \"Local jobs.\"\nscript = \"echo\"\n";
+    let (_fx, project) = Fixture::new()
+        .file("bot/extensions/ci/mcp-connections/api.toml", api)
+        .file("bot/tools/jobs.toml", local)
+        .file("evals/evals.toml", "")
+        .file("evals/a.eval.toml", "message = \"hi\"\n[expect]\ncalled_tool = [\"ci__jobs\", \"jobs\"]\n")
+        .load();
+    assert_clean(&project);
+    let conn = &project.caps.connections[0];
+    assert_eq!(conn.advertised_names(), ["ci__jobs"]);
+    assert_eq!(conn.advertise, bdk_project::model::Advertise::Only(vec!["jobs".into()]), "the server's own name");
+    let info = serde_json::to_value(bdk_project::manifest(&project)).expect("manifest");
+    assert_eq!(info["connections"][0]["advertiseTools"], serde_json::json!(["ci__jobs"]));
+
+    let (_fx, clash) = Fixture::new()
+        .file("bot/extensions/ci/mcp-connections/api.toml", api)
+        .file("bot/tools/ci__jobs.toml", local)
+        .load();
+    let check = only(&clash, "name_clash").error().file("bot/extensions/ci/mcp-connections/api.toml");
+    assert_eq!(check.0.message, "tool name `ci__jobs` is already claimed by bot/tools/ci__jobs.toml");
 }

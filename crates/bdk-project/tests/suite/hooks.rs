@@ -10,6 +10,7 @@ fn command_and_builtin_sinks_load() {
     //! Guards: each sink form loads into the typed hook.
     let (_fx, project) = Fixture::new()
         .file("bot/hooks/audit.toml", "events = [\"*\"]\ncommand = [\"python3\", \"lib/audit.py\"]\n")
+        .file("bot/lib/audit.py", "")
         .file("bot/hooks/log.toml", "events = [\"turn.completed\"]\n[sink]\nkind = \"file\"\npath = \"hooks.ndjson\"\n")
         .file("bot/hooks/post.toml", "events = [\"*\"]\nsink = { kind = \"http\", url = \"https://h.example\" }\n")
         .load();
@@ -59,4 +60,36 @@ fn hook_with_no_events_is_an_error() {
     let (_fx, project) = Fixture::new().file("bot/hooks/a.toml", "events = []\ncommand = [\"cat\"]\n").load();
     only(&project, "missing_field").error().file("bot/hooks/a.toml").line(1);
     assert!(project.caps.hooks.is_empty());
+}
+
+#[test]
+fn unset_placeholders_in_http_sinks_warn() {
+    //! Guards: `${NAME}` in an HTTP sink's url or header values is checked like a connection's.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/hooks/post.toml",
+            "events = [\"*\"]\n[sink]\nkind = \"http\"\nurl = \"https://h.example/${BDK_TEST_UNSET_HOOK_PATH_5E1}\"\n\
+             headers = { Authorization = \"Bearer ${BDK_TEST_UNSET_HOOK_TOKEN_5E1}\", X-Path = \"${PATH}\" }\n",
+        )
+        .file("bot/hooks/cmd.toml", "events = [\"*\"]\ncommand = [\"echo\", \"${BDK_TEST_UNSET_HOOK_TOKEN_5E1}\"]\n")
+        .load();
+    let found: Vec<(String, String)> = super::all_with(&project, "unset_placeholder")
+        .iter()
+        .map(|d| (d.file.clone().unwrap_or_default(), d.message.clone()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "bot/hooks/post.toml".to_owned(),
+                "${BDK_TEST_UNSET_HOOK_PATH_5E1} is not set in this environment".to_owned()
+            ),
+            (
+                "bot/hooks/post.toml".to_owned(),
+                "${BDK_TEST_UNSET_HOOK_TOKEN_5E1} is not set in this environment".to_owned()
+            ),
+        ]
+    );
+    super::find(&project, "unset_placeholder").warning();
+    assert_eq!(project.caps.hooks.len(), 2, "the hooks still load");
 }

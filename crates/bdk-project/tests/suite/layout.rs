@@ -253,3 +253,38 @@ fn root_definition_files_must_be_files() {
     assert_eq!(files, ["bot/agent.toml", "bot/artifacts.toml"]);
     assert_eq!(codes(&project), ["expected_file"]);
 }
+
+#[test]
+fn recursive_trees_skip_hidden_entries() {
+    //! Guards: sandbox seeds, a skill's sibling files and evals/ skip `.name` files and folders
+    //! (`.env`, `.git/`), as the listing of a folder's direct children does.
+    let (_fx, project) = Fixture::new()
+        .file("bot/sandbox/workspace/README.md", "x")
+        .file("bot/sandbox/workspace/.env", "SECRET=1")
+        .file("bot/sandbox/workspace/.git/config", "x")
+        .file("bot/sandbox/workspace/src/.cache/blob", "x")
+        .file("bot/skills/s/SKILL.md", "---\ndescription: Use it.\n---\nBody.\n")
+        .file("bot/skills/s/.notes.md", "x")
+        .file("bot/skills/s/refs/.DS_Store", b"\x00\xff")
+        .file("bot/skills/s/refs/a.md", "x")
+        .file("evals/evals.toml", "")
+        .file("evals/.drafts/broken.eval.toml", "not toml = =")
+        .file("evals/.wip.eval.toml", "garbage")
+        .load();
+    assert_clean(&project);
+    let seeds: Vec<&str> = project.caps.seeds.iter().map(|s| s.rel.as_str()).collect();
+    assert_eq!(seeds, ["README.md"]);
+    assert_eq!(project.caps.skills[0].files, ["refs/a.md"]);
+    assert!(project.evals.as_ref().is_some_and(|e| e.cases.is_empty()));
+}
+
+#[test]
+fn no_project_messages_do_not_repeat_the_path() {
+    //! Guards: the `--dir` is the diagnostic's file; the message only says what is wrong with it.
+    let fx = Fixture::serve_root().file("readme.md", "x").build();
+    let empty = fx.discover();
+    let message = &only(&empty, "no_project").0.message;
+    assert_eq!(message, "holds no bot/ or agent/ folder, and no folder directly under it does");
+    let missing = bdk_project::discover(&[fx.path("does-not-exist")]);
+    assert_eq!(only(&missing, "no_project").0.message, "is not a directory");
+}

@@ -109,3 +109,19 @@ fn every_code_is_a_stable_snake_case_string() {
         assert!(!code.hint().trim().is_empty(), "{s} has no hint");
     }
 }
+
+#[test]
+fn subagents_show_their_own_max_steps() {
+    //! Guards: `maxSteps` is the subagent's own limit, left out when it inherits the parent's.
+    let (_fx, project) = Fixture::new()
+        .file("bot/subagents/capped/agent.toml", "description = \"C.\"\nmax_steps = 10\n")
+        .file("bot/subagents/plain/agent.toml", "description = \"P.\"\n")
+        .load();
+    assert_clean(&project);
+    let info = manifest_json(&project, at("2025-01-01T00:00:00Z"));
+    let subs = info["subagents"].as_array().expect("subagents");
+    let by_id = |id: &str| subs.iter().find(|s| s["id"] == id).expect(id).clone();
+    assert_eq!(by_id("capped")["maxSteps"], json!(10));
+    assert!(by_id("plain").get("maxSteps").is_none(), "{}", by_id("plain"));
+    assert!(by_id("plain").get("model").is_none(), "a subagent without a model has no `model`");
+}

@@ -3,10 +3,12 @@
 
 mod bad_input;
 mod channels;
+mod commands;
 mod connections;
 mod evals;
 mod extensions;
 mod fixture;
+mod garbage;
 mod hooks;
 mod layout;
 mod manifest;
@@ -67,8 +69,23 @@ pub fn all_with<'a>(of: &'a (impl HasDiagnostics + ?Sized), code: &str) -> Vec<&
         assert!(!d.message.trim().is_empty(), "[{code}] has an empty message");
         assert!(d.hint.as_deref().is_some_and(|h| !h.trim().is_empty()), "[{code}] has no hint: {}", d.message);
         assert!(Code::ALL.iter().any(|c| c.as_str() == d.code), "[{code}] is not a documented code");
+        assert!(!d.message.contains('\n'), "[{code}] message spans lines: {:?}", d.message);
+        if let Some(file) = &d.file {
+            assert!(!names_path(&d.message, file), "[{code}] message repeats its file {file}: {}", d.message);
+        }
     }
     found
+}
+
+/// Whether `message` names `path` as a whole path (not as a piece of a longer one, so
+/// `evals/evals.toml` does not name `evals`).
+pub fn names_path(message: &str, path: &str) -> bool {
+    let part_of_path = |c: char| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
+    message.match_indices(path).any(|(at, _)| {
+        let before = message[..at].chars().next_back();
+        let after = message[at + path.len()..].chars().next();
+        !before.is_some_and(part_of_path) && !after.is_some_and(|c| part_of_path(c) && c != '.')
+    })
 }
 
 /// The first diagnostic with `code`; fails with the full list when there is none.

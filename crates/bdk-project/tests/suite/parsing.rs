@@ -24,11 +24,35 @@ fn unterminated_string_is_a_syntax_error() {
 fn unparsable_frontmatter_yaml_has_a_line() {
     //! Guards: a YAML error in frontmatter is reported at its line in the Markdown file.
     let (_fx, project) =
-        Fixture::new().file("bot/skills/triage.md", "---\ndescription: ok\nname: [unclosed\n---\nBody.\n").load();
+        Fixture::new().file("bot/skills/triage.md", "---\nname: ok\ndescription: a: b\n---\nBody.\n").load();
     let check = only(&project, "frontmatter_syntax").error().file("bot/skills/triage.md");
     let line = check.0.line.expect("a line");
     assert!((3..=4).contains(&line), "the error sits at or just after line 3: {line}");
+    assert_eq!(check.0.message, "frontmatter: mapping values are not allowed in this context");
     assert!(project.caps.skills.is_empty());
+}
+
+#[test]
+fn wrong_typed_frontmatter_values_are_wrong_type() {
+    //! Guards: a frontmatter value of the wrong type is wrong_type (serde_norway puts the key
+    //! before its words), and the message drops the YAML's own line and column.
+    let (_fx, project) = Fixture::new()
+        .file("bot/schedules/nightly.md", "---\ncron: [1]\n---\nGo.\n")
+        .file("bot/skills/s.md", "---\ndescription: ok\nname: [a, b]\n---\nBody.\n")
+        .load();
+    let cron = super::all_with(&project, "wrong_type")
+        .into_iter()
+        .find(|d| d.file.as_deref() == Some("bot/schedules/nightly.md"))
+        .expect("cron wrong_type");
+    assert_eq!(cron.line, Some(2));
+    assert_eq!(cron.message, "frontmatter: cron: invalid type: sequence, expected a string");
+    let skill = super::all_with(&project, "wrong_type")
+        .into_iter()
+        .find(|d| d.file.as_deref() == Some("bot/skills/s.md"))
+        .expect("skill wrong_type");
+    assert_eq!(skill.line, Some(3));
+    assert!(!skill.message.contains("line"), "{}", skill.message);
+    super::assert_none(&project, "frontmatter_syntax");
 }
 
 #[test]

@@ -12,6 +12,7 @@ fn markdown_and_toml_schedules_load() {
     let (_fx, project) = Fixture::new()
         .file("bot/schedules/daily.md", "---\ncron: \"0 9 * * 1-5\"\ndescription: Standup.\n---\nSummarize.\n")
         .file("bot/schedules/sweep.toml", "cron = \"*/15 * * * *\"\nrun = [\"python3\", \"lib/sweep.py\"]\n")
+        .file("bot/lib/sweep.py", "")
         .file(
             "bot/schedules/nudge.toml",
             "cron = \"0 0 * * *\"\nreceive = { channel = \"intake\", message = \"tick\" }\n",
@@ -38,6 +39,14 @@ fn invalid_cron_is_reported_at_its_line() {
         .map(|d| (d.file.clone().unwrap_or_default(), d.line))
         .collect();
     assert_eq!(found, [("bot/schedules/a.md".to_owned(), Some(2)), ("bot/schedules/b.toml".to_owned(), Some(2))]);
+    let messages: Vec<_> = super::all_with(&project, "invalid_cron").iter().map(|d| d.message.clone()).collect();
+    assert_eq!(
+        messages,
+        [
+            "invalid cron expression: hour: 25 is out of range (0-23)",
+            "invalid cron expression: `every day` has 2 fields; schedules use 5 (minute hour day month weekday)",
+        ]
+    );
     find(&project, "invalid_cron").error();
     assert!(project.caps.schedules.is_empty());
 }

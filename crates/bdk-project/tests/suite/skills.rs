@@ -31,16 +31,29 @@ fn flat_and_folder_skills_load() {
 }
 
 #[test]
-fn flat_skill_without_description_is_an_error() {
-    //! Guards: a flat skill with no `description` frontmatter is reported and not loaded.
+fn flat_skill_description_falls_back_to_the_first_body_line() {
+    //! Guards: `description` is optional in a flat skill; the first non-empty body line, without
+    //! heading marks, stands in (a blank description counts as none).
     let (_fx, project) = Fixture::new()
-        .file("bot/skills/a.md", "Just a body.\n")
-        .file("bot/skills/b.md", "---\nlicense: MIT\n---\nBody.\n")
+        .file("bot/skills/a.md", "\n# Triage a failed release\n\n1. Read.\n")
+        .file("bot/skills/b.md", "---\nlicense: MIT\n---\n\nUse when asked.\n")
         .file("bot/skills/c.md", "---\ndescription: \"  \"\n---\nBody.\n")
         .load();
+    assert_clean(&project);
+    let described: Vec<(&str, &str)> =
+        project.caps.skills.iter().map(|s| (s.name.as_str(), s.description.as_str())).collect();
+    assert_eq!(described, [("a", "Triage a failed release"), ("b", "Use when asked."), ("c", "Body.")]);
+    assert_eq!(project.caps.skills[0].body, "\n# Triage a failed release\n\n1. Read.\n");
+}
+
+#[test]
+fn flat_skill_without_description_or_body_is_an_error() {
+    //! Guards: with no description and nothing in the body, there is nothing to route by.
+    let (_fx, project) =
+        Fixture::new().file("bot/skills/a.md", "---\nlicense: MIT\n---\n\n  \n").file("bot/skills/b.md", "#\n").load();
     let files: Vec<_> =
         super::all_with(&project, "missing_description").iter().map(|d| d.file.clone().unwrap_or_default()).collect();
-    assert_eq!(files, ["bot/skills/a.md", "bot/skills/b.md", "bot/skills/c.md"]);
+    assert_eq!(files, ["bot/skills/a.md", "bot/skills/b.md"]);
     find(&project, "missing_description").error().line(1);
     assert!(project.caps.skills.is_empty());
 }

@@ -4,7 +4,7 @@
 use bdk_project::checks::active_builtins;
 
 use super::fixture::Fixture;
-use super::{assert_clean, find, only};
+use super::{assert_clean, assert_none, find, only};
 
 #[test]
 fn a_subagent_loads_with_its_instructions() {
@@ -94,4 +94,37 @@ fn invalid_subagent_ids_are_reported() {
     //! Guards: a subagent folder name outside the slug rule is invalid_name.
     let (_fx, project) = Fixture::new().file("bot/subagents/bad id/agent.toml", "description = \"S.\"\n").load();
     only(&project, "invalid_name").error().file("bot/subagents/bad id");
+}
+
+#[test]
+fn zero_max_steps_is_an_invalid_value() {
+    //! Guards: a subagent's `max_steps` is at least 1, like the root's; the subagent still loads.
+    let (_fx, project) =
+        Fixture::new().file("bot/subagents/s/agent.toml", "description = \"S.\"\nmax_steps = 0\n").load();
+    only(&project, "invalid_value").error().file("bot/subagents/s/agent.toml").line(2);
+    assert_eq!(project.caps.subagents[0].max_steps, None);
+}
+
+#[test]
+fn an_allowlist_without_task_makes_subagents_unreachable() {
+    //! Guards: `tools` without "task" hides the only way to delegate, so the subagents warn.
+    let sub = "description = \"S.\"\n";
+    let (_fx, project) = Fixture::new()
+        .file("bot/agent.toml", "description = \"Root.\"\ntools = [\"read\", \"grep\"]\n")
+        .file("bot/subagents/a/agent.toml", sub)
+        .file("bot/subagents/b/agent.toml", sub)
+        .load();
+    let check = only(&project, "unreachable_subagents").warning().file("bot/agent.toml").line(2);
+    assert_eq!(check.0.message, "`tools` leaves out \"task\", so the model can never delegate to subagents `a`, `b`");
+    assert!(!active_builtins(&project).contains(&"task"));
+
+    let (_fx, with_task) = Fixture::new()
+        .file("bot/agent.toml", "tools = [\"read\", \"task\"]\n")
+        .file("bot/subagents/a/agent.toml", sub)
+        .load();
+    assert_clean(&with_task);
+    let (_fx, no_allowlist) = Fixture::new().file("bot/subagents/a/agent.toml", sub).load();
+    assert_none(&no_allowlist, "unreachable_subagents");
+    let (_fx, no_subagents) = Fixture::new().file("bot/agent.toml", "tools = [\"read\"]\n").load();
+    assert_clean(&no_subagents);
 }

@@ -18,7 +18,7 @@ fn tool(body: &str) -> Fixture {
 #[test]
 fn a_command_tool_loads_with_defaults() {
     //! Guards: the typed tool carries the file stem as name, the body and safe defaults.
-    let (_fx, project) = tool("command = [\"python3\", \"lib/t.py\"]\n").load();
+    let (_fx, project) = tool("command = [\"python3\", \"lib/t.py\"]\n").file("bot/lib/t.py", "").load();
     assert_clean(&project);
     let t = project.tool("t").expect("tool t");
     assert_eq!(t.description, "Does a thing.");
@@ -88,6 +88,16 @@ fn agent_tool_with_command_is_refused() {
     //! Guards: agent-executed tools run as scripts in the workspace, never as host commands.
     let (_fx, project) = tool("execution = \"agent\"\ncommand = [\"rm\", \"-rf\"]\n").load();
     only(&project, "agent_tool_needs_script").error().file("bot/tools/t.toml").line(3);
+}
+
+#[test]
+fn persistent_is_read_for_server_tools_only() {
+    //! Guards: `persistent = true` marks a server tool; on an agent tool it is an invalid value.
+    let (_fx, project) = tool("command = [\"true\"]\npersistent = true\n").load();
+    assert_clean(&project);
+    assert!(project.tool("t").expect("tool t").persistent);
+    let (_fx, project) = tool("execution = \"agent\"\nscript = \"echo\"\npersistent = true\n").load();
+    only(&project, "invalid_value").error().file("bot/tools/t.toml").line(4);
 }
 
 #[test]
