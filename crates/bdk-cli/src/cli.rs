@@ -24,6 +24,14 @@ pub enum Command {
     Info(ProjectArgs),
     /// Scaffold a new project that passes `bdk validate`.
     Init(InitArgs),
+    /// Serve one or more agents over HTTP (the session API of docs/http.md).
+    Serve(ServeArgs),
+    /// Run one turn in-process and print the reply, tool calls and usage.
+    Run(RunArgs),
+    /// Print the reply, tool calls and usage of a saved event stream (the JSON of `run --json`).
+    Trajectory(TrajectoryArgs),
+    /// Print a session's per-turn token usage and estimated cost.
+    Cost(CostArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,4 +58,102 @@ pub struct InitArgs {
     /// List the templates and exit.
     #[arg(long)]
     pub list: bool,
+}
+
+/// `bdk serve`. Flags are documented in docs/cli.md and docs/http.md.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A project folder (holding bot/ or agent/) or a folder of projects. Repeatable.
+    #[arg(long = "dir", value_name = "DIR", default_value = ".")]
+    pub dirs: Vec<PathBuf>,
+    /// Port to listen on; 0 picks any free port. Without the flag, 3000 or the next free one.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Local-development behaviour: session listings show every principal to loopback callers.
+    #[arg(long)]
+    pub dev: bool,
+    /// Route layout: `multi` (`/<slug>/v1/...`) or `single` (`/v1/...`, exactly one agent).
+    #[arg(long, value_enum, default_value = "multi")]
+    pub mode: ServeMode,
+    /// Require `Authorization: Bearer SECRET`; `NAME=SECRET` names the principal. Repeatable.
+    #[arg(
+        long = "bearer-token",
+        value_name = "[NAME=]SECRET",
+        env = "BDK_BEARER_TOKEN",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub bearer_tokens: Vec<String>,
+    /// Admit requests without credentials (as principal `anonymous`).
+    #[arg(long)]
+    pub allow_anonymous: bool,
+    /// Where session state lives: `<DIR>/<slug>/` per agent (default: `<project>/.bdk/`).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+    /// Serve no playground or agent index (`/`, `/v1/agents`).
+    #[arg(long)]
+    pub no_playground: bool,
+    /// Serve no documentation site.
+    #[arg(long)]
+    pub no_docs: bool,
+    /// After SIGTERM or ctrl-c, how long running turns may finish before they are cancelled.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub drain_grace: std::time::Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeMode {
+    Multi,
+    Single,
+}
+
+/// `bdk run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The project folder (holding bot/ or agent/).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// The user message.
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub message: String,
+    /// Print the trajectory as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Where state lives: `<STATE_ROOT>/<slug>/` (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+}
+
+/// `bdk trajectory`.
+#[derive(Debug, Args)]
+pub struct TrajectoryArgs {
+    /// A saved event stream: `traces/<sessionId>.ndjson` or `sessions/<id>/events.ndjson`.
+    #[arg(long, value_name = "FILE")]
+    pub events: PathBuf,
+}
+
+/// `bdk cost`.
+#[derive(Debug, Args)]
+pub struct CostArgs {
+    /// The session id.
+    #[arg(long, value_name = "ID")]
+    pub session: String,
+    /// Read the session from this project's state directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    pub dir: Option<PathBuf>,
+    /// Ask a running server instead (`GET /v1/session/:id/cost`); the agent's base URL.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// With `--url`: the bearer token the server requires.
+    #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
+    /// With `--dir`: the state root `serve` used (default: `<project>/.bdk/`).
+    #[arg(long, value_name = "DIR", requires = "dir")]
+    pub state_root: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

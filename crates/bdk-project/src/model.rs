@@ -176,6 +176,8 @@ pub struct ToolDef {
     pub time_args: Vec<String>,
     pub timeout: Duration,
     pub body: ToolBody,
+    /// Run the body as one long-lived process speaking NDJSON (server tools only).
+    pub persistent: bool,
     /// The folder a command runs in (the bot folder it was defined in).
     pub cwd: PathBuf,
 }

@@ -1,4 +1,7 @@
+mod cost_url;
 mod examples;
 mod init;
+mod run;
+mod serve;
 mod support;
 mod validate;

@@ -32,6 +32,8 @@ struct ToolFile {
     timeout: Option<DurationValue>,
     command: Option<Vec<String>>,
     script: Option<String>,
+    #[serde(default)]
+    persistent: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -115,6 +117,17 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         }
         (None, Some(script)) => Some(ToolBody::Script(script)),
     };
+    if file.persistent && execution == Execution::Agent {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("persistent"),
+            format!(
+                "{}: agent tool `{name}` cannot be persistent; only server tools run a long-lived process",
+                src.rel
+            ),
+        );
+    }
     if let Some(ToolBody::Command(command)) = &body {
         commands::check_files(command, &origin.bot_dir, src, "command", src.pos_of_key("command"), diags);
     }
@@ -161,6 +174,7 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         time_args: file.time_args,
         timeout,
         body: body?,
+        persistent: file.persistent && execution == Execution::Server,
         cwd: origin.bot_dir.clone(),
     })
 }

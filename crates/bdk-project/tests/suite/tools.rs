@@ -91,6 +91,16 @@ fn agent_tool_with_command_is_refused() {
 }
 
 #[test]
+fn persistent_is_read_for_server_tools_only() {
+    //! Guards: `persistent = true` marks a server tool; on an agent tool it is an invalid value.
+    let (_fx, project) = tool("command = [\"true\"]\npersistent = true\n").load();
+    assert_clean(&project);
+    assert!(project.tool("t").expect("tool t").persistent);
+    let (_fx, project) = tool("execution = \"agent\"\nscript = \"echo\"\npersistent = true\n").load();
+    only(&project, "invalid_value").error().file("bot/tools/t.toml").line(4);
+}
+
+#[test]
 fn invalid_input_schema_is_reported() {
     //! Guards: an input_schema the validation engine cannot compile is invalid_schema at its table.
     let (_fx, project) = tool("command = [\"true\"]\n[input_schema]\ntype = \"nope\"\n").load();

@@ -1,0 +1,165 @@
+//! `bdk serve`: discover, refuse on error diagnostics, mount every agent (state, model, engine,
+//! recovery), listen, print where, and serve until SIGTERM or ctrl-c, then drain and exit 0.
+//!
+//! stdout gets exactly the startup lines (`listening on http://HOST:PORT`, then one line per
+//! agent) so scripts and tests can read the address; logs go to stderr (filter: `BDK_LOG`,
+//! default `info`) and to the ring buffer behind `GET /v1/logs`.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use bdk_engine::EngineOptions;
+use bdk_model::ModelLayer;
+use bdk_server::{AppState, AuthPolicy, BearerToken, LogBuffer, Mode, ServeOptions, mount};
+use tokio::net::TcpListener;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+use crate::cli::{ServeArgs, ServeMode};
+use crate::exit::Exit;
+use crate::report;
+
+/// The port tried first when `--port` is not given.
+const DEFAULT_PORT: u16 = 3000;
+/// How many ports after the default are tried when it is busy.
+const PORT_TRIES: u16 = 20;
+/// The variable that filters log output (`tracing` env-filter syntax).
+const LOG_ENV: &str = "BDK_LOG";
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
+    let discovery = bdk_project::discover(&args.dirs);
+    if discovery.has_errors() {
+        eprint!("{}", report::diagnostics_text(&discovery));
+        eprintln!("bdk: not serving: fix the errors above (`bdk validate` shows them too)");
+        return Ok(Exit::ProjectErrors);
+    }
+    for diagnostic in discovery.all_diagnostics() {
+        eprintln!("{}", report::one_line(diagnostic));
+    }
+    let projects = discovery.projects;
+    if projects.is_empty() {
+        bail!("no project found under the --dir folders");
+    }
+    let mode = match args.mode {
+        ServeMode::Multi => Mode::Multi,
+        ServeMode::Single => Mode::Single,
+    };
+    if mode == Mode::Single && projects.len() != 1 {
+        bail!("--mode single serves exactly one agent, and {} were found", projects.len());
+    }
+    let tokens = args
+        .bearer_tokens
+        .iter()
+        .map(|t| t.trim())
+        .filter(|t| !t.is_empty())
+        .map(|t| BearerToken::parse(t).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let options = ServeOptions {
+        mode,
+        dev: args.dev,
+        auth: AuthPolicy::from_flags(tokens, args.allow_anonymous),
+        playground: !args.no_playground,
+        docs: !args.no_docs,
+        ..ServeOptions::default()
+    };
+
+    let logs = LogBuffer::default();
+    init_logging(&logs);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(serve(args, projects, options, logs))?;
+    // Everything is logged synchronously to stderr; make sure it and stdout are out.
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    Ok(Exit::Ok)
+}
+
+async fn serve(
+    args: &ServeArgs,
+    projects: Vec<bdk_project::Project>,
+    options: ServeOptions,
+    logs: LogBuffer,
+) -> anyhow::Result<()> {
+    let mut agents = Vec::with_capacity(projects.len());
+    for project in projects {
+        let dir = mount::state_dir(&project, args.state_root.as_deref());
+        let (resolved, provider) = mount::provider(&project, ModelLayer::default());
+        if let Some(problem) = &resolved.problem {
+            tracing::warn!(agent = %project.slug, "model calls will fail: {problem}");
+        }
+        let slug = project.slug.clone();
+        let info = provider.info();
+        let options = EngineOptions { price: resolved.price };
+        let (agent, recovered) = mount::mount(project, &dir, provider, Arc::new(bdk_tools::NoTools), options).await?;
+        tracing::info!(
+            agent = %slug,
+            provider = %info.provider,
+            model = %info.model,
+            state = %dir.display(),
+            recovered_turns = recovered,
+            "agent mounted"
+        );
+        agents.push(agent);
+    }
+
+    let listener = bind(&args.host, args.port).await?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let state = AppState::new(agents, options, logs);
+    print_startup(&state, addr);
+    tracing::info!(%addr, auth = state.options.auth.name(), dev = state.options.dev, "listening");
+    bdk_server::serve(listener, state, bdk_server::shutdown_signal(), args.drain_grace).await.context("serving")?;
+    Ok(())
+}
+
+/// Binds `host:port`. Without `--port`, a busy 3000 moves on to the next free port (and says so).
+async fn bind(host: &str, requested: Option<u16>) -> anyhow::Result<TcpListener> {
+    let ports: Vec<u16> = match requested {
+        Some(port) => vec![port],
+        None => (DEFAULT_PORT..DEFAULT_PORT + PORT_TRIES).collect(),
+    };
+    let mut last_error = None;
+    for (i, port) in ports.iter().enumerate() {
+        match TcpListener::bind((host, *port)).await {
+            Ok(listener) => {
+                if i > 0 {
+                    eprintln!("bdk: port {DEFAULT_PORT} is busy; using {port}");
+                }
+                return Ok(listener);
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AddrInUse && requested.is_some() => {
+                bail!("cannot listen on {host}:{port}: the port is in use; pass another --port (0 picks a free one)")
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::AddrInUse => last_error = Some(err),
+            Err(err) => return Err(err).with_context(|| format!("cannot listen on {host}:{port}")),
+        }
+    }
+    Err(anyhow::anyhow!(
+        "cannot listen on {host}: ports {DEFAULT_PORT}-{} are all in use ({}); pass --port",
+        DEFAULT_PORT + PORT_TRIES - 1,
+        last_error.map(|e| e.to_string()).unwrap_or_default()
+    ))
+}
+
+/// `listening on http://ADDR` first (one line, for scripts), then each agent's base URL.
+fn print_startup(state: &AppState, addr: SocketAddr) {
+    let origin = format!("http://{addr}");
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on {origin}");
+    for agent in state.agents.iter() {
+        let _ = writeln!(out, "  {}: {origin}{}/v1/", agent.slug(), state.base_path(agent));
+    }
+    let _ = out.flush();
+}
+
+/// stderr plus the `/v1/logs` ring buffer, both filtered by `BDK_LOG` (default `info`).
+fn init_logging(logs: &LogBuffer) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let stderr = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false);
+    // A second subscriber (an embedding that set its own) is fine: ours is then not installed.
+    let _ = tracing_subscriber::registry().with(filter).with(stderr).with(logs.layer()).try_init();
+}

@@ -1,0 +1,295 @@
+//! `bdk serve` as a process: startup (refuses error diagnostics, prints the bound address), a
+//! SIGKILL mid-turn followed by a restart on the same state root (acknowledged events survive,
+//! the interrupted turn is closed, a follow-up works), SIGTERM draining. Every wait has a timeout.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::support::bdk;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A project whose scripted model answers `steps` (TOML tables of the scripted provider).
+pub(super) fn write_project(root: &Path, slug: &str, steps: &[&str]) -> PathBuf {
+    let dir = root.join(slug);
+    std::fs::create_dir_all(dir.join("bot")).unwrap();
+    let mut toml = format!("name = \"{slug}\"\n\n[model]\nid = \"script\"\nprovider = \"scripted\"\n");
+    for step in steps {
+        toml.push_str(&format!("\n[[model.params.script]]\n{step}\n"));
+    }
+    std::fs::write(dir.join("bot/agent.toml"), toml).unwrap();
+    std::fs::write(dir.join("bot/instructions.md"), "Answer briefly.\n").unwrap();
+    dir
+}
+
+/// A step streaming `words` words, `delay_ms` before each event.
+fn slow_step(words: usize, delay_ms: u64) -> String {
+    let text = (0..words).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    format!("text = \"{text}\"\ndelay_ms = {delay_ms}")
+}
+
+/// A running `bdk serve` child. Killed on drop.
+pub(super) struct Server {
+    child: Child,
+    pub(super) origin: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    pub(super) fn start(args: &[&str]) -> Server {
+        let mut command = bdk();
+        command.arg("serve").arg("--port").arg("0").args(args);
+        for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY", "BDK_BEARER_TOKEN"] {
+            command.env_remove(var);
+        }
+        let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn bdk serve");
+        let stdout = child.stdout.take().unwrap();
+        let (lines_tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = lines_tx.send(line);
+            }
+        });
+        let mut stderr_pipe = child.stderr.take().unwrap();
+        let (stderr_tx, stderr) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text);
+            let _ = stderr_tx.send(text);
+        });
+        let first = match lines.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("bdk serve printed no address; stderr: {}", stderr.recv_timeout(WAIT).unwrap_or_default());
+            }
+        };
+        let origin = first.strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+        assert!(origin.starts_with("http://127.0.0.1:"), "{origin}");
+        Server { origin: origin.to_owned(), child, stderr }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit; returns its status and stderr.
+    fn wait(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let stderr = self.stderr.recv_timeout(WAIT).unwrap_or_default();
+                return (status, stderr);
+            }
+            assert!(Instant::now() < deadline, "bdk serve did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, and reap.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(super) fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(WAIT).build().unwrap()
+}
+
+pub(super) async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Reads NDJSON events from a streaming response, one at a time.
+struct Stream {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl Stream {
+    async fn open(url: String) -> Stream {
+        let response = within("the stream", client().get(url).send()).await.unwrap();
+        assert_eq!(response.status(), 200);
+        Stream { response, buffer: Vec::new() }
+    }
+
+    /// The next event, or `None` when the stream ended (cleanly or not).
+    async fn next(&mut self) -> Option<Value> {
+        within("a stream line", async {
+            loop {
+                if let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = self.buffer.drain(..=pos).collect();
+                    return Some(serde_json::from_slice(&line).unwrap());
+                }
+                match self.response.chunk().await {
+                    Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
+                    Ok(None) | Err(_) => return None,
+                }
+            }
+        })
+        .await
+    }
+}
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let response = within("a POST", client().post(url).json(&body).send()).await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn events(url: String) -> Vec<Value> {
+    let text = within("events", async { client().get(url).send().await.unwrap().text().await.unwrap() }).await;
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn serve_refuses_a_project_with_errors() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("broken");
+    std::fs::create_dir_all(dir.join("bot")).unwrap();
+    std::fs::write(dir.join("bot/agent.toml"), "name = 3\n").unwrap();
+    let output = bdk().args(["serve", "--port", "0", "--dir"]).arg(&dir).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error[") && stderr.contains("not serving"), "{stderr}");
+    assert!(output.stdout.is_empty(), "nothing may claim to listen");
+}
+
+#[test]
+fn single_mode_needs_exactly_one_agent() {
+    let root = tempfile::tempdir().unwrap();
+    write_project(root.path(), "a", &[]);
+    write_project(root.path(), "b", &[]);
+    let output = bdk().args(["serve", "--port", "0", "--mode", "single", "--dir"]).arg(root.path()).output().unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("exactly one agent"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_prints_its_address_and_exits_0_on_sigterm() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "hello", &[]);
+    let server = Server::start(&["--mode", "single", "--dir", project.to_str().unwrap()]);
+    let health: Value =
+        client().get(format!("{}/v1/health", server.origin)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["ok"], json!(true));
+    assert!(project.join(".bdk/sessions").is_dir(), "the default state root is <project>/.bdk");
+    let logs: Value =
+        client().get(format!("{}/v1/logs?after=0", server.origin)).send().await.unwrap().json().await.unwrap();
+    let lines = logs["lines"].as_array().unwrap();
+    assert!(lines.iter().any(|l| l["message"].as_str().unwrap().starts_with("listening")), "{logs}");
+    let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("shutdown complete"), "{stderr}");
+}
+
+/// The kill test: SIGKILL mid-turn, restart on the same state root.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_restarts_with_every_acknowledged_event_and_the_turn_closed() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let project = write_project(&root.path().join("projects"), "slow", &[&slow_step(400, 25)]);
+    let args = ["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap()];
+    let server = Server::start(&args);
+    let base = format!("{}/slow", server.origin);
+
+    let (status, started) = post(format!("{base}/v1/session"), json!({"message": "take your time"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let token = started["continuationToken"].as_str().unwrap().to_owned();
+
+    // Read until a few deltas have been acknowledged on the stream, then kill -9.
+    let mut stream = Stream::open(format!("{base}/v1/session/{id}/stream")).await;
+    let mut acknowledged = Vec::new();
+    while acknowledged.iter().filter(|e: &&Value| e["type"] == "message.appended").count() < 3 {
+        acknowledged.push(stream.next().await.expect("stream ended before the kill"));
+    }
+    server.kill();
+    drop(stream);
+
+    // Restart on the same state root, with a model that answers at once.
+    write_project(&root.path().join("projects"), "slow", &["text = \"back again\""]);
+    let server = Server::start(&args);
+    let base = format!("{}/slow", server.origin);
+    let recorded = events(format!("{base}/v1/session/{id}/events")).await;
+    assert!(recorded.len() > acknowledged.len(), "the interrupted turn was not closed: {recorded:?}");
+    assert_eq!(&recorded[..acknowledged.len()], &acknowledged[..], "an acknowledged event was lost or changed");
+    for (i, event) in recorded.iter().enumerate() {
+        assert_eq!(event["index"], json!(i), "indices stay dense");
+    }
+    let turn = acknowledged.iter().find(|e| e["type"] == "turn.started").unwrap()["turnId"].clone();
+    let closing: Vec<_> = recorded[acknowledged.len()..].iter().collect();
+    let failed = closing.iter().find(|e| e["type"] == "turn.failed").expect("turn.failed after the restart");
+    assert_eq!(failed["turnId"], turn);
+    assert!(failed["data"]["message"].as_str().unwrap().contains("restarted"), "{failed}");
+    assert!(closing.iter().all(|e| e["type"] != "turn.completed"));
+
+    // The session waits for a follow-up, with the token it had.
+    let (status, reply) =
+        post(format!("{base}/v1/session/{id}"), json!({"continuationToken": token, "message": "again"})).await;
+    assert_eq!(status, 200, "{reply}");
+    let mut stream = Stream::open(format!("{base}/v1/session/{id}/stream?startIndex={}", recorded.len())).await;
+    loop {
+        let event = stream.next().await.expect("stream ended before the follow-up finished");
+        if event["type"] == "message.completed" {
+            assert_eq!(event["data"]["text"], json!("back again"));
+        }
+        if event["type"] == "turn.completed" {
+            break;
+        }
+        assert_ne!(event["type"], json!("turn.failed"), "{event}");
+    }
+}
+
+/// SIGTERM mid-turn: the turn gets the grace period, is cancelled, its closing events reach the
+/// stream, and the process exits 0. A restart finds nothing left to recover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_running_turns_and_exits_0() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let project = write_project(&root.path().join("projects"), "slow", &[&slow_step(400, 25)]);
+    let args = ["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap(), "--drain-grace", "300ms"];
+    let server = Server::start(&args);
+    let base = format!("{}/slow", server.origin);
+    let (_, started) = post(format!("{base}/v1/session"), json!({"message": "long"})).await;
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let mut stream = Stream::open(format!("{base}/v1/session/{id}/stream")).await;
+    while stream.next().await.expect("stream ended early")["type"] != "message.appended" {}
+
+    let began = Instant::now();
+    assert!(Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap().success());
+    let mut failed = None;
+    while let Some(event) = stream.next().await {
+        if event["type"] == "turn.failed" {
+            failed = Some(event);
+        }
+    }
+    let failed = failed.expect("the stream ended without turn.failed");
+    assert_eq!(failed["data"]["status"], json!("cancelled"));
+    assert!(failed["data"]["message"].as_str().unwrap().contains("shutting down"), "{failed}");
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let took = began.elapsed();
+    assert!(took >= Duration::from_millis(250), "cancelled before the grace period: {took:?}");
+    assert!(stderr.contains("shutdown complete"), "{stderr}");
+
+    // Restart: the turn was closed by the drain, so recovery closes nothing more.
+    let server = Server::start(&args);
+    let recorded = events(format!("{}/slow/v1/session/{id}/events", server.origin)).await;
+    assert_eq!(recorded.iter().filter(|e| e["type"] == "turn.failed").count(), 1, "{recorded:?}");
+}

@@ -1,0 +1,333 @@
+//! One task per live session: the only place a session's requests are decided. Commands arrive
+//! on a bounded mailbox and are answered on oneshot channels, one at a time, so the owner check,
+//! the continuation-token check and the token's rotation are atomic with the admission they
+//! guard: of fifty follow-ups racing on one token exactly one is accepted.
+//!
+//! The actor starts turns (each its own task, see `turn.rs`), cancels them (preempt, stop),
+//! queues coalesced messages, and writes the session-level event that closes each turn
+//! (`session.waiting`, `session.completed`, `session.failed`). When idle for
+//! `AgentConfig::idle_timeout` it retires: the registry forgets it and the store may release
+//! the session's log, so an idle session costs no task. The next request re-creates it from the
+//! store; nothing it holds is not also on disk.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bdk_protocol::event::{
+    MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted as SessionStartedEvent,
+    SessionWaiting, TurnFailStatus, TurnFailed,
+};
+use bdk_protocol::{EventData, SessionId, TurnId};
+use bdk_store::{NewEvent, SessionRecord};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{JoinError, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::task_tracker::TaskTrackerToken;
+
+use crate::api::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
+use crate::conversation::Conversation;
+use crate::engine::{Core, check_followable, check_owner};
+use crate::error::{EngineError, Result};
+use crate::tokens;
+use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
+
+/// What a session's actor is asked to do.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Record the first message of a session just created and start its first turn.
+    Start {
+        request: StartSession,
+        reply: oneshot::Sender<Result<SessionStarted>>,
+    },
+    FollowUp {
+        request: FollowUp,
+        reply: oneshot::Sender<Result<FollowUpAccepted>>,
+    },
+    Stop {
+        principal: Principal,
+        reply: oneshot::Sender<Result<()>>,
+    },
+}
+
+/// A settled turn: how it ended and its closing events, not yet written.
+#[derive(Debug)]
+struct Settled {
+    end: TurnEnd,
+    closing: Vec<NewEvent>,
+}
+
+/// A turn task in flight.
+#[derive(Debug)]
+struct Running {
+    turn_id: TurnId,
+    cancel: CancellationToken,
+    handle: JoinHandle<TurnOutcome>,
+    /// Keeps `drain` waiting until the turn's closing events are durable.
+    _track: TaskTrackerToken,
+}
+
+#[derive(Debug)]
+pub(crate) struct Actor {
+    core: Arc<Core>,
+    id: SessionId,
+    /// `session.json`, loaded on the first command; this actor is its only writer.
+    record: Option<SessionRecord>,
+    /// Child of the engine's root token; each turn's token is a child of this one.
+    cancel: CancellationToken,
+    running: Option<Running>,
+    /// Coalesced messages already recorded, waiting for the follow-up turn.
+    pending: usize,
+    /// The conversation folded from the log so far, lent to each turn and handed back.
+    conversation: Option<Conversation>,
+    /// Mirrors `running.is_some()` for `Engine::is_busy`.
+    busy: Arc<AtomicBool>,
+}
+
+impl Actor {
+    pub fn new(core: Arc<Core>, id: SessionId, record: Option<SessionRecord>, busy: Arc<AtomicBool>) -> Self {
+        let cancel = core.root.child_token();
+        Actor { core, id, record, cancel, running: None, pending: 0, conversation: None, busy }
+    }
+
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let idle_timeout = self.core.config.idle_timeout;
+        loop {
+            let idle = self.running.is_none();
+            tokio::select! {
+                command = rx.recv() => match command {
+                    Some(command) => {
+                        if !self.handle(command).await {
+                            self.core.forget(&self.id);
+                            rx.close();
+                            while let Some(command) = rx.recv().await {
+                                self.handle(command).await;
+                            }
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                joined = settle(&mut self.running), if !idle => self.turn_ended(joined).await,
+                () = tokio::time::sleep(idle_timeout), if idle => {
+                    if self.core.retire(&self.id, &rx) {
+                        break;
+                    }
+                }
+            }
+        }
+        self.core.stores.events.release(&self.id);
+    }
+
+    /// Handles one command. Returns `false` when the session does not exist (the actor should
+    /// answer what is queued and exit).
+    async fn handle(&mut self, command: Command) -> bool {
+        match command {
+            Command::Start { request, reply } => {
+                let _ = reply.send(self.start(request).await);
+            }
+            Command::FollowUp { request, reply } => {
+                let result = self.follow_up(request).await;
+                let missing = matches!(result, Err(EngineError::SessionNotFound(_)));
+                let _ = reply.send(result);
+                return !missing;
+            }
+            Command::Stop { principal, reply } => {
+                let result = self.stop(&principal).await;
+                let missing = matches!(result, Err(EngineError::SessionNotFound(_)));
+                let _ = reply.send(result);
+                return !missing;
+            }
+        }
+        true
+    }
+
+    /// The session's record, loading it on first use.
+    async fn record(&mut self) -> Result<&SessionRecord> {
+        if self.record.is_none() {
+            let loaded = self.core.stores.sessions.get(&self.id).await?;
+            self.record = Some(loaded.ok_or_else(|| EngineError::SessionNotFound(self.id.clone()))?);
+        }
+        self.record.as_ref().ok_or_else(|| EngineError::SessionNotFound(self.id.clone()))
+    }
+
+    async fn start(&mut self, request: StartSession) -> Result<SessionStarted> {
+        let record = self.record().await?.clone();
+        let started = SessionStartedEvent {
+            mode: request.mode,
+            channel: request.channel,
+            principal: request.principal.0,
+            title: request.title,
+            dry_run: request.dry_run.then_some(true),
+            as_of: request.as_of,
+            purpose: request.purpose,
+        };
+        let received = MessageReceived { text: request.message, principal: None };
+        self.append(vec![
+            NewEvent::new(EventData::SessionStarted(started)),
+            NewEvent::new(EventData::MessageReceived(received)),
+        ])
+        .await?;
+        let turn_id = self.start_turn();
+        Ok(SessionStarted {
+            session_id: self.id.clone(),
+            continuation_token: record.continuation_token.unwrap_or_default(),
+            turn_id,
+        })
+    }
+
+    async fn follow_up(&mut self, request: FollowUp) -> Result<FollowUpAccepted> {
+        let record = self.record().await?;
+        check_owner(record, &request.principal)?;
+        check_followable(record)?;
+        if !tokens::matches(record.continuation_token.as_deref(), &request.continuation_token) {
+            return Err(EngineError::StaleToken(self.id.clone()));
+        }
+        if self.core.is_draining() {
+            return Err(EngineError::Draining);
+        }
+        let coalesce = self.running.is_some() && request.admission == Admission::Coalesce;
+        // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
+        // and both are written together.
+        let mut events =
+            if coalesce { Vec::new() } else { self.interrupt().await.map(|o| o.closing).unwrap_or_default() };
+        let received = MessageReceived { text: request.message, principal: None };
+        events.push(NewEvent::new(EventData::MessageReceived(received)));
+        self.append(events).await?;
+        let continuation_token = self.rotate_token().await?;
+        let turn_id = if coalesce {
+            self.pending += 1;
+            None
+        } else {
+            Some(self.start_turn())
+        };
+        Ok(FollowUpAccepted { continuation_token, turn_id })
+    }
+
+    async fn stop(&mut self, principal: &Principal) -> Result<()> {
+        check_owner(self.record().await?, principal)?;
+        self.pending = 0;
+        if let Some(outcome) = self.interrupt().await {
+            self.close(outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// Rotates an HTTP token (channel tokens are stable), persisting it before returning it.
+    async fn rotate_token(&mut self) -> Result<String> {
+        let record = self.record().await?;
+        let current = record.continuation_token.clone().unwrap_or_default();
+        if !tokens::rotates(&current) {
+            return Ok(current);
+        }
+        let mut next = record.clone();
+        let token = tokens::http_token();
+        next.continuation_token = Some(token.clone());
+        next.updated_at = bdk_protocol::event::timestamp_now();
+        self.core.stores.sessions.update(next.clone()).await?;
+        self.record = Some(next);
+        Ok(token)
+    }
+
+    fn start_turn(&mut self) -> TurnId {
+        let turn_id = TurnId::generate();
+        let cancel = self.cancel.child_token();
+        let context = TurnContext {
+            core: self.core.clone(),
+            session: self.id.clone(),
+            turn: turn_id.clone(),
+            cancel: cancel.clone(),
+            conversation: self.conversation.take().unwrap_or_default(),
+        };
+        let handle = tokio::spawn(turn::run(context));
+        self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });
+        self.busy.store(true, Ordering::SeqCst);
+        turn_id
+    }
+
+    /// Cancels the running turn, if any, and waits for it to settle. Its closing events are in
+    /// the outcome, for the caller to write.
+    async fn interrupt(&mut self) -> Option<Settled> {
+        let mut running = self.running.take()?;
+        running.cancel.cancel();
+        let joined = (&mut running.handle).await;
+        let outcome = self.outcome(&running.turn_id, joined);
+        self.busy.store(false, Ordering::SeqCst);
+        drop(running);
+        Some(outcome)
+    }
+
+    /// A turn task finished on its own: run the coalesced follow-up, or close the turn.
+    async fn turn_ended(&mut self, joined: std::result::Result<TurnOutcome, JoinError>) {
+        let Some(running) = self.running.take() else { return };
+        let outcome = self.outcome(&running.turn_id, joined);
+        self.busy.store(false, Ordering::SeqCst);
+        let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
+        let result = if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
+            self.pending = 0;
+            let written = self.append(outcome.closing).await;
+            self.start_turn();
+            written
+        } else {
+            self.close(outcome).await
+        };
+        if let Err(error) = result {
+            tracing::error!(session = %self.id, %error, "could not record the end of a turn");
+        }
+        // Only now may `drain` return: the turn's last events are durable.
+        drop(running);
+    }
+
+    /// The turn's outcome, taking back the conversation fold. A turn task that panicked gets
+    /// its `turn.failed` here (and the next turn folds the log afresh).
+    fn outcome(&mut self, turn_id: &TurnId, joined: std::result::Result<TurnOutcome, JoinError>) -> Settled {
+        match joined {
+            Ok(outcome) => {
+                self.conversation = Some(outcome.conversation);
+                Settled { end: outcome.end, closing: outcome.closing }
+            }
+            Err(error) => {
+                tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
+                let message = "the turn stopped on an internal error".to_owned();
+                let failed = TurnFailed {
+                    status: TurnFailStatus::Failed,
+                    message: message.clone(),
+                    usage: None,
+                    estimated_cost_usd: None,
+                };
+                let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
+                Settled { end: TurnEnd::Failed { message }, closing }
+            }
+        }
+    }
+
+    /// Writes the turn's closing events and the session-level event after them: chat sessions
+    /// wait for a follow-up, task sessions end.
+    async fn close(&self, outcome: Settled) -> Result<()> {
+        let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
+        let data = match (mode, outcome.end) {
+            (SessionMode::Chat, _) => EventData::SessionWaiting(SessionWaiting {}),
+            (SessionMode::Task, TurnEnd::Completed { result }) => {
+                EventData::SessionCompleted(SessionCompleted { result })
+            }
+            (SessionMode::Task, TurnEnd::Failed { message } | TurnEnd::Cancelled { message }) => {
+                EventData::SessionFailed(SessionFailed { message })
+            }
+        };
+        let mut events = outcome.closing;
+        events.push(NewEvent::new(data));
+        self.append(events).await
+    }
+
+    async fn append(&self, events: Vec<NewEvent>) -> Result<()> {
+        self.core.stores.events.append(&self.id, events).await?;
+        Ok(())
+    }
+}
+
+/// Resolves when the running turn's task ends; never when there is none.
+async fn settle(running: &mut Option<Running>) -> std::result::Result<TurnOutcome, JoinError> {
+    match running {
+        Some(running) => (&mut running.handle).await,
+        None => std::future::pending().await,
+    }
+}

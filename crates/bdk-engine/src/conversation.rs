@@ -1,0 +1,273 @@
+//! The conversation a turn sends the model, rebuilt from the session's event log: the log is
+//! the only record of what was said, so a restarted host continues exactly where it stopped.
+//!
+//! Each `message.received` is a user message, placed where it was recorded. Each turn becomes,
+//! at the place of its first event, one assistant message per step (its text and the tool calls
+//! that got a result) followed by those results. Events are grouped by `turnId`, so a message
+//! coalesced while a turn ran lands after that turn's output, never between a tool call and its
+//! result. Partial output of an interrupted turn is kept; calls without a result are dropped.
+//! Reasoning is not sent back across turns (providers ignore or reject it there).
+
+use std::collections::HashMap;
+
+use bdk_model::{Message, ToolCall};
+use bdk_protocol::event::ActionCall;
+use bdk_protocol::{CallId, Event, EventData, TurnId};
+use serde_json::Value;
+
+use crate::dispatch::result_text;
+
+/// The id a tool call carries in model messages: the random suffix of its [`CallId`], short
+/// enough for every provider's id limits and stable across rebuilds.
+pub(crate) fn model_call_id(call_id: &CallId) -> String {
+    let id = call_id.as_str();
+    id.rsplit_once('_').map_or(id, |(_, suffix)| suffix).to_owned()
+}
+
+/// The arguments text of a recorded call (raw text when the model's JSON was broken).
+pub(crate) fn arguments_text(input: &Value) -> String {
+    match input {
+        Value::String(raw) if serde_json::from_str::<Value>(raw).is_err() => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Step {
+    text: String,
+    /// `message.completed` was seen: `text` is final, later deltas are ignored.
+    text_final: bool,
+    calls: Vec<ActionCall>,
+    results: HashMap<CallId, (String, bool)>,
+}
+
+#[derive(Debug)]
+enum Block {
+    User(String),
+    Turn(Vec<Step>),
+}
+
+/// The fold of a session's log into conversation blocks. It can be caught up with new events
+/// (`fold` from `next_index` on), so a live session's actor keeps one between turns instead of
+/// re-reading its whole log; a fresh one (after a restart or an idle period) folds from 0.
+#[derive(Debug, Default)]
+pub(crate) struct Conversation {
+    blocks: Vec<Block>,
+    turns: HashMap<TurnId, usize>,
+    /// The index of the next event to fold.
+    next_index: u64,
+}
+
+impl Conversation {
+    /// The index to read the log from to catch up.
+    pub fn next_index(&self) -> u64 {
+        self.next_index
+    }
+
+    /// Folds events in log order; events already folded are skipped.
+    pub fn fold(&mut self, events: &[Event]) {
+        for event in events {
+            if event.index < self.next_index {
+                continue;
+            }
+            self.next_index = event.index + 1;
+            self.fold_one(event);
+        }
+    }
+
+    fn fold_one(&mut self, event: &Event) {
+        if let EventData::MessageReceived(received) = &event.data {
+            self.blocks.push(Block::User(received.text.clone()));
+            return;
+        }
+        let Some(turn_id) = &event.turn_id else { return };
+        let blocks = &mut self.blocks;
+        let at = *self.turns.entry(turn_id.clone()).or_insert_with(|| {
+            blocks.push(Block::Turn(Vec::new()));
+            blocks.len() - 1
+        });
+        let Some(Block::Turn(steps)) = blocks.get_mut(at) else { return };
+        match &event.data {
+            EventData::StepStarted(_) => steps.push(Step::default()),
+            EventData::MessageAppended(delta) => {
+                let step = current(steps);
+                if !step.text_final {
+                    step.text.push_str(&delta.delta);
+                }
+            }
+            EventData::MessageCompleted(done) => {
+                let step = current(steps);
+                step.text = done.text.clone();
+                step.text_final = true;
+            }
+            EventData::ActionsRequested(requested) => current(steps).calls.extend(requested.calls.iter().cloned()),
+            EventData::ActionResult(result) => {
+                if let Some(step) = steps.iter_mut().rev().find(|s| s.calls.iter().any(|c| c.call_id == result.call_id))
+                {
+                    step.results.insert(result.call_id.clone(), (result_text(&result.result), result.is_error));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The model messages so far, oldest first.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut messages = Vec::new();
+        for block in &self.blocks {
+            match block {
+                Block::User(text) => messages.push(Message::user(text.clone())),
+                Block::Turn(steps) => {
+                    for step in steps {
+                        push_step(&mut messages, step);
+                    }
+                }
+            }
+        }
+        messages
+    }
+}
+
+/// The model messages of a whole log, oldest first.
+#[cfg(test)]
+pub(crate) fn rebuild(events: &[Event]) -> Vec<Message> {
+    let mut conversation = Conversation::default();
+    conversation.fold(events);
+    conversation.messages()
+}
+
+fn current(steps: &mut Vec<Step>) -> &mut Step {
+    if steps.is_empty() {
+        steps.push(Step::default());
+    }
+    let last = steps.len() - 1;
+    &mut steps[last]
+}
+
+fn push_step(messages: &mut Vec<Message>, step: &Step) {
+    let answered: Vec<&ActionCall> = step.calls.iter().filter(|c| step.results.contains_key(&c.call_id)).collect();
+    if step.text.is_empty() && answered.is_empty() {
+        return;
+    }
+    let tool_calls = answered
+        .iter()
+        .map(|c| ToolCall {
+            id: model_call_id(&c.call_id),
+            name: c.tool_name.clone(),
+            arguments: arguments_text(&c.input),
+        })
+        .collect();
+    messages.push(Message::Assistant { content: step.text.clone(), reasoning: None, tool_calls });
+    for call in answered {
+        if let Some((content, is_error)) = step.results.get(&call.call_id) {
+            messages.push(Message::tool_result(model_call_id(&call.call_id), content.clone(), *is_error));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bdk_protocol::SessionId;
+    use bdk_protocol::event::{
+        ActionResult, ActionsRequested, MessageReceived, StepStarted, TextCompleted, TextDelta, TurnStarted,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    struct Log {
+        events: Vec<Event>,
+        session: SessionId,
+    }
+
+    impl Log {
+        fn new() -> Self {
+            Log { events: Vec::new(), session: SessionId::generate() }
+        }
+
+        fn push(&mut self, turn: Option<&TurnId>, data: EventData) {
+            self.events.push(Event {
+                index: self.events.len() as u64,
+                session_id: self.session.clone(),
+                turn_id: turn.cloned(),
+                at: bdk_protocol::event::timestamp_now(),
+                data,
+            });
+        }
+    }
+
+    fn user(text: &str) -> EventData {
+        EventData::MessageReceived(MessageReceived { text: text.into(), principal: None })
+    }
+
+    #[test]
+    fn turns_group_by_id_and_unanswered_calls_are_dropped() {
+        let mut log = Log::new();
+        let t1 = TurnId::generate();
+        let (a, b) = (CallId::generate("add"), CallId::generate("mul"));
+        log.push(None, user("hi"));
+        log.push(Some(&t1), EventData::TurnStarted(TurnStarted::default()));
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 0 }));
+        log.push(Some(&t1), EventData::MessageAppended(TextDelta { delta: "let me ".into() }));
+        log.push(Some(&t1), EventData::MessageAppended(TextDelta { delta: "see".into() }));
+        log.push(
+            Some(&t1),
+            EventData::ActionsRequested(ActionsRequested {
+                calls: vec![
+                    ActionCall { call_id: a.clone(), tool_name: "add".into(), input: json!({"x": 1}) },
+                    ActionCall { call_id: b.clone(), tool_name: "mul".into(), input: json!({}) },
+                ],
+            }),
+        );
+        // A coalesced message recorded mid-turn.
+        log.push(None, user("also this"));
+        log.push(
+            Some(&t1),
+            EventData::ActionResult(ActionResult {
+                call_id: a.clone(),
+                tool_name: "add".into(),
+                is_error: false,
+                result: json!(2),
+                duration_ms: 1,
+                stubbed: None,
+            }),
+        );
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 1 }));
+        log.push(Some(&t1), EventData::MessageCompleted(TextCompleted { text: "two".into() }));
+
+        let messages = rebuild(&log.events);
+        assert_eq!(messages.len(), 5, "{messages:#?}");
+        assert_eq!(messages[0], Message::user("hi"));
+        let Message::Assistant { content, tool_calls, .. } = &messages[1] else { panic!("{messages:#?}") };
+        assert_eq!(content, "let me see");
+        assert_eq!(tool_calls.len(), 1);
+        assert_eq!(tool_calls[0].id, model_call_id(&a));
+        assert_eq!(tool_calls[0].arguments, r#"{"x":1}"#);
+        assert_eq!(messages[2], Message::tool_result(model_call_id(&a), "2", false));
+        assert_eq!(messages[3], Message::assistant("two"));
+        assert_eq!(messages[4], Message::user("also this"));
+    }
+
+    #[test]
+    fn folding_in_pieces_equals_folding_at_once() {
+        let mut log = Log::new();
+        let t1 = TurnId::generate();
+        log.push(None, user("one"));
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 0 }));
+        log.push(Some(&t1), EventData::MessageCompleted(TextCompleted { text: "two".into() }));
+        log.push(None, user("three"));
+        let mut pieces = Conversation::default();
+        pieces.fold(&log.events[..2]);
+        pieces.fold(&log.events[1..]);
+        assert_eq!(pieces.next_index(), 4);
+        assert_eq!(pieces.messages(), rebuild(&log.events));
+        assert_eq!(pieces.messages().len(), 3);
+    }
+
+    #[test]
+    fn model_call_ids_are_short() {
+        let id = CallId::generate("a_very_long_tool_name_that_goes_on");
+        assert_eq!(model_call_id(&id).len(), 26);
+        assert_eq!(arguments_text(&Value::String("{broken".into())), "{broken");
+    }
+}

@@ -1,0 +1,305 @@
+//! The engine's shared core: one agent's config, stores, model and tools, the registry of live
+//! session actors, and the state every session shares (turn slots, the draining flag, the root
+//! cancellation token, the tracker drain waits on).
+//!
+//! It routes each per-session request to that session's actor (spawning it on demand from the
+//! store) and answers the read-only requests (record, list) itself. It decides nothing about a
+//! turn: that is `actor.rs` and `turn.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bdk_model::{ModelProvider, Price};
+use bdk_protocol::SessionId;
+use bdk_protocol::event::SessionMode;
+use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
+use bdk_tools::ToolRegistry;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::actor::{Actor, Command};
+use crate::admission::TurnSlots;
+use crate::api::{
+    AgentConfig, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, SessionStarted, SessionSummary,
+    StartSession,
+};
+use crate::error::{EngineError, Result};
+use crate::{status, tokens};
+
+/// Commands a session's mailbox holds before senders wait (backpressure).
+const MAILBOX: usize = 64;
+
+/// Shared by every clone of an [`Engine`](crate::Engine) and by every actor and turn task.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub config: AgentConfig,
+    pub stores: Stores,
+    pub provider: Arc<dyn ModelProvider>,
+    pub tools: Arc<dyn ToolRegistry>,
+    /// The model id recorded on turns (the provider's).
+    pub model: String,
+    pub price: Option<Price>,
+    pub slots: TurnSlots,
+    /// Parent of every session's token: cancelling it cancels every turn.
+    pub root: CancellationToken,
+    draining: AtomicBool,
+    /// One token per running turn, held until the turn's final events are durable.
+    pub turns: TaskTracker,
+    actors: Mutex<HashMap<SessionId, Mailbox>>,
+}
+
+/// The registry's view of a live actor.
+#[derive(Debug)]
+struct Mailbox {
+    tx: mpsc::Sender<Command>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Core {
+    pub fn new(
+        config: AgentConfig,
+        stores: Stores,
+        provider: Arc<dyn ModelProvider>,
+        tools: Arc<dyn ToolRegistry>,
+        options: EngineOptions,
+    ) -> Arc<Self> {
+        let model = provider.info().model;
+        let price = options.price.or_else(|| bdk_model::price_for(&model));
+        Arc::new(Core {
+            slots: TurnSlots::new(config.max_running_turns),
+            config,
+            stores,
+            provider,
+            tools,
+            model,
+            price,
+            root: CancellationToken::new(),
+            draining: AtomicBool::new(false),
+            turns: TaskTracker::new(),
+            actors: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    fn actors(&self) -> MutexGuard<'_, HashMap<SessionId, Mailbox>> {
+        self.actors.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The session's mailbox, spawning its actor if none is live. `record` seeds a new actor
+    /// (a session just created); otherwise the actor loads it from the store.
+    fn mailbox(self: &Arc<Self>, id: &SessionId, record: Option<SessionRecord>) -> mpsc::Sender<Command> {
+        let mut actors = self.actors();
+        if let Some(mailbox) = actors.get(id).filter(|m| !m.tx.is_closed()) {
+            return mailbox.tx.clone();
+        }
+        let (tx, rx) = mpsc::channel(MAILBOX);
+        let busy = Arc::new(AtomicBool::new(false));
+        actors.insert(id.clone(), Mailbox { tx: tx.clone(), busy: busy.clone() });
+        drop(actors);
+        let actor = Actor::new(self.clone(), id.clone(), record, busy);
+        tokio::spawn(actor.run(rx));
+        tx
+    }
+
+    /// Sends `command` to the session's actor and waits for its answer. `make` builds the
+    /// command around the reply channel.
+    async fn call<T>(
+        self: &Arc<Self>,
+        id: &SessionId,
+        record: Option<SessionRecord>,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> Command,
+    ) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        let mut command = make(reply);
+        // An actor that just retired closes its mailbox; the second round spawns a fresh one.
+        for _ in 0..3 {
+            match self.mailbox(id, record.clone()).send(command).await {
+                Ok(()) => return answer.await.unwrap_or_else(|_| Err(actor_stopped())),
+                Err(mpsc::error::SendError(returned)) => command = returned,
+            }
+        }
+        Err(actor_stopped())
+    }
+
+    /// Called by an idle actor: removes it from the registry if nobody holds or is about to use
+    /// its mailbox. Returns whether it may exit. Deciding under the registry lock means no
+    /// command can slip into a mailbox that is about to be dropped.
+    pub fn retire(&self, id: &SessionId, rx: &mpsc::Receiver<Command>) -> bool {
+        let mut actors = self.actors();
+        let unused = actors.get(id).is_some_and(|m| m.tx.strong_count() == 1) && rx.is_empty();
+        if unused {
+            actors.remove(id);
+        }
+        unused
+    }
+
+    /// Drops the registry entry of an actor that is exiting for good (its session is gone).
+    pub fn forget(&self, id: &SessionId) {
+        self.actors().remove(id);
+    }
+
+    pub fn is_busy(&self, id: &SessionId) -> bool {
+        self.actors().get(id).is_some_and(|m| m.busy.load(Ordering::SeqCst))
+    }
+
+    pub fn is_live(&self, id: &SessionId) -> bool {
+        self.actors().contains_key(id)
+    }
+
+    /// Lets the store free the session's open log when no actor is live for it (a read or a
+    /// follower that opened it is done). A live actor releases it itself when it retires.
+    pub fn release_if_idle(&self, id: &SessionId) {
+        if !self.is_live(id) {
+            self.stores.events.release(id);
+        }
+    }
+
+    pub async fn start_session(self: &Arc<Self>, request: StartSession) -> Result<SessionStarted> {
+        if self.is_draining() {
+            return Err(EngineError::Draining);
+        }
+        check_message(&request.message)?;
+        let id = SessionId::generate();
+        let token = match &request.continuation_key {
+            Some(key) => tokens::channel_token(&request.channel, key)?,
+            None => tokens::http_token(),
+        };
+        let mut record = SessionRecord::new(id.clone(), request.mode, &request.channel, request.principal.as_str());
+        record.title = request.title.clone();
+        record.continuation_token = Some(token);
+        record.dry_run = request.dry_run;
+        record.as_of = request.as_of;
+        record.purpose = request.purpose.clone();
+        self.stores.sessions.create(record.clone()).await?;
+        self.call(&id, Some(record), |reply| Command::Start { request, reply }).await
+    }
+
+    pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
+        check_message(&request.message)?;
+        self.call(id, None, |reply| Command::FollowUp { request, reply }).await
+    }
+
+    pub async fn stop(self: &Arc<Self>, id: &SessionId, principal: &Principal) -> Result<()> {
+        let principal = principal.clone();
+        self.call(id, None, |reply| Command::Stop { principal, reply }).await
+    }
+
+    /// The session's record if `principal` owns it.
+    pub async fn owned_record(&self, id: &SessionId, principal: &Principal) -> Result<SessionRecord> {
+        let record = self.stores.sessions.get(id).await?.ok_or_else(|| EngineError::SessionNotFound(id.clone()))?;
+        check_owner(&record, principal)?;
+        Ok(record)
+    }
+
+    pub async fn list(&self, scope: ListScope) -> Result<Vec<SessionSummary>> {
+        // Reading each session's last event opens its log; every one is released right after.
+        let records = self.stores.sessions.list().await?;
+        let mut out = Vec::new();
+        for record in records {
+            if let ListScope::Owner(principal) = &scope
+                && record.principal != principal.as_str()
+            {
+                continue;
+            }
+            let last = last_event(self, &record.id).await;
+            self.release_if_idle(&record.id);
+            let (status, updated_at) = match &last {
+                Some(event) => (status::of_last_event(event), event.at.max(record.updated_at)),
+                None => (status::RUNNING, record.updated_at),
+            };
+            out.push(SessionSummary {
+                session_id: record.id,
+                mode: record.mode,
+                channel: record.channel,
+                principal: record.principal,
+                title: record.title,
+                status: status.to_owned(),
+                created_at: record.created_at,
+                updated_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Stops admitting turns, gives running ones `grace`, then cancels them and waits for their
+    /// final events.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.turns.close();
+        if tokio::time::timeout(grace, self.turns.wait()).await.is_err() {
+            tracing::info!("drain: grace period over; cancelling running turns");
+            self.root.cancel();
+            self.turns.wait().await;
+        }
+    }
+}
+
+/// The last event of a session's log, if it has one and it can be read.
+async fn last_event(core: &Core, id: &SessionId) -> Option<bdk_protocol::Event> {
+    let len = core.stores.events.len(id).await.ok()?;
+    let from = len.checked_sub(1)?;
+    core.stores.events.read(id, from, Some(1)).await.ok()?.pop()
+}
+
+pub(crate) fn check_owner(record: &SessionRecord, principal: &Principal) -> Result<()> {
+    if record.principal == principal.as_str() { Ok(()) } else { Err(EngineError::Forbidden(record.id.clone())) }
+}
+
+pub(crate) fn check_followable(record: &SessionRecord) -> Result<()> {
+    match record.mode {
+        SessionMode::Chat => Ok(()),
+        SessionMode::Task => Err(EngineError::NotFollowable(record.id.clone())),
+    }
+}
+
+fn check_message(message: &str) -> Result<()> {
+    if message.trim().is_empty() {
+        return Err(EngineError::InvalidRequest("the message is empty".into()));
+    }
+    Ok(())
+}
+
+/// What a caller sees when an actor went away without answering (it panicked).
+fn actor_stopped() -> EngineError {
+    EngineError::Store(bdk_store::Error::Task("the session's actor stopped unexpectedly".into()))
+}
+
+/// A follower handed out by `Engine::follow`: when it is dropped, the session's log is released
+/// unless an actor is using it, so following an idle session leaves nothing open behind.
+#[derive(Debug)]
+pub(crate) struct Following {
+    inner: Option<EventStream>,
+    core: std::sync::Weak<Core>,
+    id: SessionId,
+}
+
+impl Following {
+    pub fn wrap(stream: EventStream, core: &Arc<Core>, id: &SessionId) -> EventStream {
+        Box::new(Following { inner: Some(stream), core: Arc::downgrade(core), id: id.clone() })
+    }
+}
+
+impl EventFollower for Following {
+    fn next(&mut self) -> BoxFuture<'_, Option<bdk_store::Result<SharedEvent>>> {
+        match &mut self.inner {
+            Some(inner) => inner.next(),
+            None => Box::pin(async { None }),
+        }
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        // The inner follower first, so its subscription no longer keeps the log open.
+        drop(self.inner.take());
+        if let Some(core) = self.core.upgrade() {
+            core.release_if_idle(&self.id);
+        }
+    }
+}

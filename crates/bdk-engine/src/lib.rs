@@ -1,0 +1,35 @@
+//! The session engine: one actor per live session, the turn loop against a model provider and a
+//! tool registry, admission (preempt / coalesce), `max_running_turns`, continuation tokens,
+//! ownership, and recovery after a restart. Everything that happens is an event appended to the
+//! session's log before anyone is told; the conversation is rebuilt from that log.
+//!
+//! The engine holds its providers, tools and stores as trait objects and never names a concrete
+//! one. Servers and the CLI drive it through [`Engine`].
+//!
+//! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
+//! (stop, preempt) → model call and each tool call.
+
+mod actor;
+mod admission;
+mod api;
+mod conversation;
+mod cost;
+mod dispatch;
+mod emit;
+mod engine;
+mod error;
+mod recovery;
+mod setup;
+mod status;
+mod stream;
+mod tokens;
+mod trajectory;
+mod turn;
+
+pub use api::*;
+pub use cost::cost_report;
+pub use error::{EngineError, Result};
+pub use recovery::RESTARTED;
+pub use setup::{DEFAULT_IDLE_TIMEOUT, model_input};
+pub use trajectory::{Trajectory, TrajectoryCall};
+pub use turn::{INTERRUPTED, SHUTTING_DOWN};

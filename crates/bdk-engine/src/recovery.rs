@@ -1,0 +1,99 @@
+//! Restart recovery: a turn the previous process left open (queued or started, never completed
+//! or failed) is closed with `turn.failed` (status `failed`, the reason says the host
+//! restarted), and a session whose log does not end settled gets its closing event: chat
+//! sessions `session.waiting` (they take follow-ups again), task sessions `session.completed`
+//! or `session.failed`. Running it twice changes nothing the second time.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bdk_protocol::event::{SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed};
+use bdk_protocol::{Event, EventData, TurnId};
+use bdk_store::{NewEvent, SessionRecord};
+
+use crate::engine::Core;
+use crate::error::Result;
+use crate::status;
+
+/// The reason recorded on a turn the host was running when it stopped.
+pub const RESTARTED: &str = "the host restarted while this turn was running";
+
+/// Closes every open turn of every session not live in this engine. Returns how many turns.
+pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
+    let mut closed = 0;
+    for record in core.stores.sessions.list().await? {
+        if core.is_live(&record.id) {
+            continue;
+        }
+        let result = recover_session(core, &record).await;
+        core.stores.events.release(&record.id);
+        match result {
+            Ok(n) => closed += n,
+            Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
+        }
+    }
+    Ok(closed)
+}
+
+async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
+    let events = core.stores.events.read(&record.id, 0, None).await?;
+    let Some(last) = events.last() else { return Ok(0) };
+    if status::is_settled(last) {
+        return Ok(0);
+    }
+    let open = open_turns(&events);
+    let mut append: Vec<NewEvent> = open
+        .iter()
+        .map(|turn| {
+            let failed = TurnFailed {
+                status: TurnFailStatus::Failed,
+                message: RESTARTED.to_owned(),
+                usage: None,
+                estimated_cost_usd: None,
+            };
+            NewEvent::in_turn(turn.clone(), EventData::TurnFailed(failed))
+        })
+        .collect();
+    let settle = match record.mode {
+        SessionMode::Chat => EventData::SessionWaiting(SessionWaiting {}),
+        SessionMode::Task => match last_turn_end(&events) {
+            Some(EventData::TurnCompleted(done)) if open.is_empty() => {
+                EventData::SessionCompleted(SessionCompleted { result: done.result.clone() })
+            }
+            Some(EventData::TurnFailed(failed)) if open.is_empty() => {
+                EventData::SessionFailed(SessionFailed { message: failed.message.clone() })
+            }
+            _ => EventData::SessionFailed(SessionFailed { message: RESTARTED.to_owned() }),
+        },
+    };
+    append.push(NewEvent::new(settle));
+    tracing::info!(session = %record.id, turns = open.len(), "recovered a session left running");
+    core.stores.events.append(&record.id, append).await?;
+    Ok(open.len())
+}
+
+/// Turns with a `turn.queued` or `turn.started` but no `turn.completed` / `turn.failed`, in
+/// the order they began.
+fn open_turns(events: &[Event]) -> Vec<TurnId> {
+    let mut ended = HashSet::new();
+    for event in events {
+        if let (EventData::TurnCompleted(_) | EventData::TurnFailed(_), Some(turn)) = (&event.data, &event.turn_id) {
+            ended.insert(turn.clone());
+        }
+    }
+    let mut seen = HashSet::new();
+    let mut open = Vec::new();
+    for event in events {
+        if let (EventData::TurnQueued(_) | EventData::TurnStarted(_), Some(turn)) = (&event.data, &event.turn_id)
+            && !ended.contains(turn)
+            && seen.insert(turn.clone())
+        {
+            open.push(turn.clone());
+        }
+    }
+    open
+}
+
+fn last_turn_end(events: &[Event]) -> Option<&EventData> {
+    events.iter().rev().map(|e| &e.data).find(|d| matches!(d, EventData::TurnCompleted(_) | EventData::TurnFailed(_)))
+}

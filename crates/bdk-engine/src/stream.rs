@@ -1,0 +1,166 @@
+//! One model step's stream turned into events: reasoning and text deltas batched into
+//! `reasoning.appended` / `message.appended` (flushed by size, by age, and whenever the kind of
+//! output changes), `reasoning.completed` when a reasoning block ends, `message.completed` with
+//! the step's whole text at the end, and the step's tool calls, usage and finish reason handed
+//! back to the turn loop. Every character of a delta reaches the log, including on cancel and
+//! error: the partial delta is staged before the step returns.
+
+use std::time::Duration;
+
+use bdk_model::{FinishReason, ModelError, ModelEvent, ModelStream, Reasoning, ToolCall, Usage};
+use bdk_protocol::EventData;
+use bdk_protocol::event::{TextCompleted, TextDelta};
+use futures_util::StreamExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::emit::Emitter;
+
+/// A staged delta this long is flushed at once.
+const FLUSH_BYTES: usize = 1024;
+/// A staged delta this old is flushed, so a slow stream still shows progress.
+const FLUSH_AFTER: Duration = Duration::from_millis(25);
+
+/// What the model produced in one step.
+#[derive(Debug, Default)]
+pub(crate) struct StepOutput {
+    pub text: String,
+    pub reasoning: Option<Reasoning>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub finish: Option<FinishReason>,
+}
+
+/// How a step's stream ended.
+#[derive(Debug)]
+pub(crate) enum StepEnd {
+    Finished,
+    Cancelled,
+    Failed(ModelError),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Reasoning,
+    Text,
+}
+
+/// Collects deltas and decides when they become events.
+#[derive(Debug, Default)]
+struct Assembler {
+    out: StepOutput,
+    /// The delta not yet staged as an event, and its kind.
+    delta: String,
+    kind: Option<Kind>,
+    /// When the oldest unstaged byte arrived.
+    since: Option<Instant>,
+    /// A reasoning block is open (its `reasoning.completed` is not yet staged).
+    reasoning_open: bool,
+}
+
+impl Assembler {
+    fn add(&mut self, emit: &mut Emitter, kind: Kind, text: &str) {
+        if self.kind != Some(kind) {
+            self.stage_delta(emit);
+            if kind == Kind::Text {
+                self.close_reasoning(emit);
+            }
+        }
+        if kind == Kind::Reasoning {
+            self.reasoning_open = true;
+            self.out.reasoning.get_or_insert_with(Reasoning::default).text.push_str(text);
+        } else {
+            self.out.text.push_str(text);
+        }
+        self.kind = Some(kind);
+        self.delta.push_str(text);
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    /// Turns the unstaged delta into an event.
+    fn stage_delta(&mut self, emit: &mut Emitter) {
+        if self.delta.is_empty() {
+            return;
+        }
+        let delta = TextDelta { delta: std::mem::take(&mut self.delta) };
+        emit.push(match self.kind {
+            Some(Kind::Reasoning) => EventData::ReasoningAppended(delta),
+            _ => EventData::MessageAppended(delta),
+        });
+        self.since = None;
+    }
+
+    fn close_reasoning(&mut self, emit: &mut Emitter) {
+        if self.reasoning_open {
+            self.reasoning_open = false;
+            let text = self.out.reasoning.as_ref().map(|r| r.text.clone()).unwrap_or_default();
+            emit.push(EventData::ReasoningCompleted(TextCompleted { text }));
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.since.map(|since| since + FLUSH_AFTER)
+    }
+
+    /// Stages whatever is pending (deltas, the open reasoning block) at the end of a step.
+    fn finish(&mut self, emit: &mut Emitter, complete_text: bool) {
+        self.stage_delta(emit);
+        self.close_reasoning(emit);
+        if complete_text && !self.out.text.is_empty() {
+            emit.push(EventData::MessageCompleted(TextCompleted { text: self.out.text.clone() }));
+        }
+    }
+}
+
+/// Drives one model stream to its end. Staged events are left for the caller to flush together
+/// with what it adds (`step.completed`, `turn.failed`, ...). `Err` is a storage failure.
+pub(crate) async fn assemble(
+    emit: &mut Emitter,
+    mut stream: ModelStream,
+    cancel: &CancellationToken,
+) -> bdk_store::Result<(StepOutput, StepEnd)> {
+    let mut asm = Assembler::default();
+    let end = loop {
+        let deadline = asm.deadline();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break StepEnd::Cancelled,
+            () = sleep_until(deadline), if deadline.is_some() => {
+                asm.stage_delta(emit);
+                emit.flush().await?;
+            }
+            item = stream.next() => match item {
+                None => break StepEnd::Finished,
+                Some(Ok(event)) => match event {
+                    ModelEvent::TextDelta { text } => asm.add(emit, Kind::Text, &text),
+                    ModelEvent::ReasoningDelta { text } => asm.add(emit, Kind::Reasoning, &text),
+                    ModelEvent::ReasoningSignature { signature } => {
+                        asm.out.reasoning.get_or_insert_with(Reasoning::default).signature = Some(signature);
+                    }
+                    ModelEvent::ToolCall { call } => {
+                        asm.stage_delta(emit);
+                        asm.kind = None;
+                        asm.out.tool_calls.push(call);
+                    }
+                    ModelEvent::Usage { usage } => asm.out.usage = usage,
+                    ModelEvent::Finish { reason } => asm.out.finish = Some(reason),
+                },
+                Some(Err(ModelError::Cancelled)) => break StepEnd::Cancelled,
+                Some(Err(error)) => break StepEnd::Failed(error),
+            },
+        }
+        if asm.delta.len() >= FLUSH_BYTES {
+            asm.stage_delta(emit);
+            emit.flush().await?;
+        }
+    };
+    asm.finish(emit, matches!(end, StepEnd::Finished));
+    Ok((asm.out, end))
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

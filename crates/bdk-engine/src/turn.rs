@@ -1,0 +1,242 @@
+//! The turn loop, one task per turn: wait for a slot (`turn.queued`), `turn.started`, then model
+//! steps until one ends without tool calls (`turn.completed` with usage and estimated cost) or
+//! the step budget runs out, the model fails, or the turn is cancelled (`turn.failed`). The
+//! conversation is rebuilt from the log at the start; within the turn it grows in memory with
+//! exactly what the log records, so a rebuild later yields the same messages.
+//!
+//! The turn writes only events of its own turn. What happens to the session afterwards
+//! (`session.waiting`, a coalesced follow-up, ...) is the actor's decision.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bdk_model::{FinishReason, Message, ModelRequest, ToolCall, ToolSpec, Usage as ModelUsage};
+use bdk_protocol::event::{
+    ActionsRequested, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued, TurnStarted,
+};
+use bdk_protocol::{EventData, SessionId, TurnId};
+use bdk_store::NewEvent;
+use tokio_util::sync::CancellationToken;
+
+use crate::conversation::{Conversation, arguments_text, model_call_id};
+use crate::cost;
+use crate::dispatch::{self, DispatchContext, PreparedCall, result_text};
+use crate::emit::Emitter;
+use crate::engine::Core;
+use crate::stream::{self, StepEnd};
+
+/// The reason recorded when a turn is stopped or preempted.
+pub const INTERRUPTED: &str = "turn interrupted";
+/// The reason recorded when a turn is cancelled because the host is shutting down.
+pub const SHUTTING_DOWN: &str = "turn interrupted: the host is shutting down";
+
+/// Everything a turn task needs.
+#[derive(Debug)]
+pub(crate) struct TurnContext {
+    pub core: Arc<Core>,
+    pub session: SessionId,
+    pub turn: TurnId,
+    pub cancel: CancellationToken,
+    /// The session's conversation fold so far (empty: fold the whole log).
+    pub conversation: Conversation,
+}
+
+/// How a turn ended, for the actor.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TurnEnd {
+    Completed { result: Option<String> },
+    Failed { message: String },
+    Cancelled { message: String },
+}
+
+/// What a turn task hands back to the actor.
+#[derive(Debug)]
+pub(crate) struct TurnOutcome {
+    pub end: TurnEnd,
+    /// The turn's closing events, not yet written (see the module docs).
+    pub closing: Vec<NewEvent>,
+    /// The conversation fold, for the session's next turn.
+    pub conversation: Conversation,
+}
+
+/// Why the loop stopped early.
+enum Stop {
+    Cancelled,
+    Failed(String),
+    Store(bdk_store::Error),
+}
+
+impl From<bdk_store::Error> for Stop {
+    fn from(error: bdk_store::Error) -> Self {
+        Stop::Store(error)
+    }
+}
+
+/// Runs one turn to its end and stages how it ended.
+pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
+    let core = context.core.clone();
+    let mut conversation = std::mem::take(&mut context.conversation);
+    let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
+    let mut usage = ModelUsage::default();
+    let started = Instant::now();
+    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage).await {
+        Ok(result) => {
+            emit.push(EventData::TurnCompleted(TurnCompleted {
+                usage: cost::protocol_usage(&usage),
+                estimated_cost_usd: Some(cost::estimate(core.price.as_ref(), &usage)),
+                model: Some(core.model.clone()),
+                result: result.clone(),
+                duration_ms: Some(started.elapsed().as_millis() as u64),
+            }));
+            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation };
+        }
+        Err(stop) => stop,
+    };
+    let (status, message) = match stop {
+        Stop::Cancelled => {
+            let message = if core.is_draining() { SHUTTING_DOWN } else { INTERRUPTED };
+            (TurnFailStatus::Cancelled, message.to_owned())
+        }
+        Stop::Failed(message) => (TurnFailStatus::Failed, message),
+        Stop::Store(error) => {
+            tracing::error!(session = %context.session, turn = %context.turn, %error, "turn failed on storage");
+            (TurnFailStatus::Failed, format!("storage failed: {error}"))
+        }
+    };
+    let spent = (usage != ModelUsage::default()).then_some(usage);
+    emit.push(EventData::TurnFailed(TurnFailed {
+        status,
+        message: message.clone(),
+        usage: spent.as_ref().map(cost::protocol_usage),
+        estimated_cost_usd: spent.as_ref().map(|u| cost::estimate(core.price.as_ref(), u)),
+    }));
+    let end = match status {
+        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message },
+        TurnFailStatus::Failed => TurnEnd::Failed { message },
+    };
+    TurnOutcome { end, closing: emit.take(), conversation }
+}
+
+/// The loop itself. Returns the final text when the turn completes.
+async fn drive(
+    context: &TurnContext,
+    conversation: &mut Conversation,
+    emit: &mut Emitter,
+    usage: &mut ModelUsage,
+) -> Result<Option<String>, Stop> {
+    let core = &context.core;
+    let cancel = &context.cancel;
+
+    // A slot under `max_running_turns`, held until the turn ends.
+    let _permit = match core.slots.admit() {
+        Ok(permit) => permit,
+        Err(queued) => {
+            emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(Stop::Cancelled),
+                permit = queued.wait() => permit.ok_or_else(|| Stop::Failed("the turn queue closed".into()))?,
+            }
+        }
+    };
+    if cancel.is_cancelled() {
+        return Err(Stop::Cancelled);
+    }
+
+    let new_events = core.stores.events.read(&context.session, conversation.next_index(), None).await?;
+    conversation.fold(&new_events);
+    drop(new_events);
+    let mut messages = conversation.messages();
+    let tools: Vec<ToolSpec> = core
+        .tools
+        .specs()
+        .into_iter()
+        .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
+        .collect();
+    emit.push(EventData::TurnStarted(TurnStarted { model: Some(core.model.clone()) }));
+
+    let mut workspace = None;
+    let max_steps = core.config.max_steps.max(1);
+    for step in 0..max_steps {
+        emit.send(EventData::StepStarted(StepStarted { step })).await?;
+        let request = ModelRequest {
+            system: Some(core.config.instructions.clone()).filter(|s| !s.is_empty()),
+            messages: messages.clone(),
+            tools: tools.clone(),
+            params: Default::default(),
+        };
+        let step_started = Instant::now();
+        let model_stream = core.provider.stream(request, cancel.child_token());
+        let (output, end) = stream::assemble(emit, model_stream, cancel).await?;
+        usage.add(&output.usage);
+        match end {
+            StepEnd::Cancelled => return Err(Stop::Cancelled),
+            StepEnd::Failed(error) => return Err(Stop::Failed(error.to_string())),
+            StepEnd::Finished => {}
+        }
+        emit.push(EventData::StepCompleted(StepCompleted {
+            step,
+            duration_ms: step_started.elapsed().as_millis() as u64,
+            finish_reason: output.finish.as_ref().map(finish_name),
+            usage: Some(cost::protocol_usage(&output.usage)),
+        }));
+        if output.tool_calls.is_empty() {
+            return Ok(Some(output.text).filter(|t| !t.is_empty()));
+        }
+
+        let calls: Vec<PreparedCall> = output.tool_calls.iter().map(PreparedCall::new).collect();
+        emit.push(EventData::ActionsRequested(ActionsRequested {
+            calls: calls.iter().map(PreparedCall::action).collect(),
+        }));
+        if workspace.is_none() {
+            workspace = match core.stores.workspaces.session_workspace(&context.session).await {
+                Ok(dir) => Some(dir),
+                Err(error) => {
+                    tracing::warn!(session = %context.session, %error, "no session workspace for tool calls");
+                    None
+                }
+            };
+        }
+        let dispatch = DispatchContext {
+            tools: &core.tools,
+            session: &context.session,
+            turn: &context.turn,
+            workspace: workspace.clone(),
+            cancel,
+        };
+        let (finished, cancelled) = dispatch::run_calls(dispatch, emit, &calls).await?;
+        messages.push(Message::Assistant {
+            content: output.text,
+            reasoning: output.reasoning,
+            tool_calls: calls
+                .iter()
+                .map(|c| ToolCall {
+                    id: model_call_id(&c.call_id),
+                    name: c.name.clone(),
+                    arguments: arguments_text(&c.input),
+                })
+                .collect(),
+        });
+        for done in finished {
+            messages.push(Message::tool_result(
+                model_call_id(&done.call_id),
+                result_text(&done.outcome.result),
+                done.outcome.is_error,
+            ));
+        }
+        if cancelled {
+            return Err(Stop::Cancelled);
+        }
+    }
+    Err(Stop::Failed(format!("the turn used all {max_steps} model steps (max_steps) without a final answer")))
+}
+
+fn finish_name(reason: &FinishReason) -> String {
+    match reason {
+        FinishReason::Stop => "stop".into(),
+        FinishReason::ToolCalls => "tool_calls".into(),
+        FinishReason::Length => "length".into(),
+        FinishReason::ContentFilter => "content_filter".into(),
+        FinishReason::Other(other) => other.clone(),
+    }
+}

@@ -1,0 +1,44 @@
+//! `max_running_turns`: a turn that finds every slot taken records `turn.queued` with its
+//! position, then runs when a slot frees.
+
+use std::time::Duration;
+
+use bdk_engine::Trajectory;
+use bdk_model::ScriptedProvider;
+use bdk_protocol::EventData;
+
+use super::support::*;
+
+#[tokio::test]
+async fn a_turn_over_the_limit_queues_then_runs() {
+    let mut config = config();
+    config.max_running_turns = 1;
+    let slow = say("first").with_delay(Duration::from_millis(100));
+    let fx = Fixture::with(config, ScriptedProvider::new(vec![slow, say("second")]));
+    let a = fx.start("a").await;
+    in_step(&fx.engine, &a.session_id, 1).await;
+    let b = fx.start("b").await;
+
+    let b_events = settled(&fx.engine, &b.session_id, 1).await;
+    assert_eq!(
+        shape(&b_events)[..4],
+        ["session.started", "message.received", "turn.queued", "turn.started"],
+        "{:?}",
+        types(&b_events)
+    );
+    let Some(EventData::TurnQueued(queued)) =
+        b_events.iter().map(|e| &e.data).find(|d| matches!(d, EventData::TurnQueued(_)))
+    else {
+        panic!()
+    };
+    assert_eq!(queued.position, 1);
+    assert_eq!(Trajectory::from_events(&b_events).reply.as_deref(), Some("second"));
+
+    let a_events = settled(&fx.engine, &a.session_id, 1).await;
+    assert_eq!(count(&a_events, "turn.queued"), 0);
+    assert_eq!(Trajectory::from_events(&a_events).reply.as_deref(), Some("first"));
+    // A ended before B began.
+    let a_done = a_events.iter().find(|e| e.event_type() == "turn.completed").unwrap().at;
+    let b_began = b_events.iter().find(|e| e.event_type() == "turn.started").unwrap().at;
+    assert!(a_done <= b_began);
+}

@@ -1,0 +1,237 @@
+//! Shared fixtures: an engine over a temp-dir `FsStore` with the scripted provider and a test
+//! tool registry, helpers that wait for events through the engine's own stream, and a timeout
+//! on every wait.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bdk_engine::Admission;
+use bdk_engine::{AgentConfig, Engine, FollowUp, Principal, SessionStarted, StartSession};
+use bdk_model::{ModelProvider, ScriptStep, ScriptedProvider, Usage};
+use bdk_protocol::event::SessionMode;
+use bdk_protocol::{Event, EventData, SessionId};
+use bdk_store::FsStore;
+use bdk_tools::{BoxFuture, ToolInvocation, ToolOutcome, ToolRegistry, ToolSpec};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::sync::Barrier;
+use tokio_util::sync::CancellationToken;
+
+/// Every wait in this suite is bounded by this.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A model step that never answers until cancelled.
+pub fn hang() -> ScriptStep {
+    ScriptStep::text("never said").with_delay(Duration::from_secs(3600))
+}
+
+/// A text step with usage.
+pub fn say(text: &str) -> ScriptStep {
+    ScriptStep::text(text).with_usage(Usage { input_tokens: 10, output_tokens: 5, ..Default::default() })
+}
+
+/// Awaits `future` or panics after [`TIMEOUT`].
+pub async fn within<F: Future>(future: F) -> F::Output {
+    match tokio::time::timeout(TIMEOUT, future).await {
+        Ok(output) => output,
+        Err(_) => panic!("timed out after {TIMEOUT:?}"),
+    }
+}
+
+pub fn alice() -> Principal {
+    Principal::new("alice")
+}
+
+pub fn config() -> AgentConfig {
+    AgentConfig {
+        slug: "test".into(),
+        instructions: "You are a test agent.".into(),
+        max_steps: 8,
+        max_running_turns: 16,
+        idle_timeout: Duration::from_millis(200),
+    }
+}
+
+pub struct Fixture {
+    pub dir: TempDir,
+    /// The store the engine runs on (shares its open logs).
+    pub fs: FsStore,
+    pub engine: Engine,
+    pub provider: Arc<ScriptedProvider>,
+    pub tools: Arc<TestTools>,
+}
+
+impl Fixture {
+    pub fn new(steps: Vec<ScriptStep>) -> Self {
+        Self::with(config(), ScriptedProvider::new(steps))
+    }
+
+    pub fn echo() -> Self {
+        Self::with(config(), ScriptedProvider::echo())
+    }
+
+    pub fn with(config: AgentConfig, provider: ScriptedProvider) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = Arc::new(provider);
+        let tools = Arc::new(TestTools::default());
+        let fs = FsStore::open(dir.path().join("test")).unwrap();
+        let engine = Engine::new(config, fs.stores(), provider.clone(), tools.clone());
+        Fixture { dir, fs, engine, provider, tools }
+    }
+
+    /// A fresh store and engine on the same state directory, as after a restart.
+    pub fn restart(&self, provider: Arc<ScriptedProvider>) -> Engine {
+        engine_at(&self.dir, config(), provider, self.tools.clone())
+    }
+
+    pub fn store(&self) -> FsStore {
+        FsStore::open(self.dir.path().join("test")).unwrap()
+    }
+
+    pub async fn start(&self, message: &str) -> SessionStarted {
+        within(self.engine.start_session(start(message, SessionMode::Chat))).await.unwrap()
+    }
+}
+
+pub fn engine_at(
+    dir: &TempDir,
+    config: AgentConfig,
+    provider: Arc<dyn ModelProvider>,
+    tools: Arc<dyn ToolRegistry>,
+) -> Engine {
+    let store = FsStore::open(dir.path().join("test")).unwrap();
+    Engine::new(config, store.stores(), provider, tools)
+}
+
+pub fn start(message: &str, mode: SessionMode) -> StartSession {
+    StartSession {
+        message: message.into(),
+        principal: alice(),
+        channel: "http".into(),
+        continuation_key: None,
+        mode,
+        title: None,
+        dry_run: false,
+        as_of: None,
+        purpose: None,
+    }
+}
+
+pub fn follow(message: &str, token: &str, admission: Admission) -> FollowUp {
+    FollowUp { message: message.into(), principal: alice(), continuation_token: token.into(), admission }
+}
+
+/// Follows the session until `done` holds for an event; returns every event up to it.
+pub async fn until(engine: &Engine, id: &SessionId, done: impl Fn(&Event) -> bool) -> Vec<Event> {
+    within(async {
+        let mut stream = engine.follow(id, &alice(), 0).await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(event) = stream.next().await {
+            let event = (*event.unwrap()).clone();
+            let stop = done(&event);
+            seen.push(event);
+            if stop {
+                return seen;
+            }
+        }
+        panic!("the stream ended before the awaited event: {:?}", types(&seen));
+    })
+    .await
+}
+
+/// Waits for the `n`-th event that settles the session (`session.waiting`, `.completed`, `.failed`).
+pub async fn settled(engine: &Engine, id: &SessionId, n: usize) -> Vec<Event> {
+    let count = AtomicUsize::new(0);
+    until(engine, id, |e| {
+        let settles = matches!(
+            e.data,
+            EventData::SessionWaiting(_) | EventData::SessionCompleted(_) | EventData::SessionFailed(_)
+        );
+        settles && count.fetch_add(1, Ordering::SeqCst) + 1 == n
+    })
+    .await
+}
+
+/// Waits until the session's current turn is inside a model step.
+pub async fn in_step(engine: &Engine, id: &SessionId, steps: usize) {
+    let count = AtomicUsize::new(0);
+    until(engine, id, |e| {
+        matches!(e.data, EventData::StepStarted(_)) && count.fetch_add(1, Ordering::SeqCst) + 1 == steps
+    })
+    .await;
+}
+
+pub fn types(events: &[Event]) -> Vec<&str> {
+    events.iter().map(Event::event_type).collect()
+}
+
+/// Event types with runs of the same `*.appended` type collapsed (delta batching may vary).
+pub fn shape(events: &[Event]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for t in types(events) {
+        if t.ends_with(".appended") && out.last() == Some(&t) {
+            continue;
+        }
+        out.push(t);
+    }
+    out
+}
+
+pub fn count(events: &[Event], event_type: &str) -> usize {
+    events.iter().filter(|e| e.event_type() == event_type).count()
+}
+
+/// Tools for tests: `add` sums `a` and `b`; `pair` waits until a second `pair` call runs at
+/// the same time (so it only finishes when calls run concurrently); `slow` waits for cancel.
+#[derive(Debug, Default)]
+pub struct TestTools {
+    pub calls: Mutex<Vec<ToolInvocation>>,
+    pair: PairBarrier,
+}
+
+#[derive(Debug)]
+struct PairBarrier(Arc<Barrier>);
+
+impl Default for PairBarrier {
+    fn default() -> Self {
+        PairBarrier(Arc::new(Barrier::new(2)))
+    }
+}
+
+impl ToolRegistry for TestTools {
+    fn specs(&self) -> Vec<ToolSpec> {
+        ["add", "pair", "slow"]
+            .into_iter()
+            .map(|name| ToolSpec {
+                name: name.into(),
+                description: format!("the {name} test tool"),
+                input_schema: json!({"type": "object"}),
+                output_schema: None,
+            })
+            .collect()
+    }
+
+    fn call(&self, invocation: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
+        self.calls.lock().unwrap().push(invocation.clone());
+        let barrier = self.pair.0.clone();
+        Box::pin(async move {
+            match invocation.name.as_str() {
+                "add" => {
+                    let n = |k: &str| invocation.input.get(k).and_then(Value::as_i64).unwrap_or(0);
+                    ToolOutcome::ok(json!(n("a") + n("b")))
+                }
+                "pair" => match tokio::time::timeout(Duration::from_secs(5), barrier.wait()).await {
+                    Ok(_) => ToolOutcome::ok(json!("paired")),
+                    Err(_) => ToolOutcome::error("the other call never ran alongside"),
+                },
+                "slow" => {
+                    cancel.cancelled().await;
+                    ToolOutcome::error("cancelled")
+                }
+                other => ToolOutcome::error(format!("unknown tool `{other}`")),
+            }
+        })
+    }
+}

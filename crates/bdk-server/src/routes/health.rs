@@ -1,0 +1,20 @@
+//! `GET /v1/health`: liveness, no auth. The host-level one (multi-agent layout) lives in `host`.
+
+use axum::extract::State;
+use serde::Serialize;
+
+use crate::routes::OkJson;
+use crate::state::AgentState;
+
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<usize>,
+}
+
+pub async fn agent_health(State(state): State<AgentState>) -> OkJson<Health> {
+    OkJson(Health { status: "ok", slug: Some(state.agent.slug().to_owned()), agents: None })
+}

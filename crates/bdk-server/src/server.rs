@@ -1,0 +1,90 @@
+//! Running the router on a listener, and shutting down in order: stop accepting connections,
+//! drain every engine (no new turns; running ones get a grace period, then are cancelled and
+//! their final events made durable), then end the live streams so their clients have seen those
+//! final events, then wait for the connections to close.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::routes::app;
+use crate::state::AppState;
+
+/// How long running turns may go on after a shutdown signal before they are cancelled.
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(10);
+
+/// How long open connections get to finish once streams have ended.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves `state` on `listener` until `shutdown` resolves, then shuts down as the module says.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let stop_accepting = CancellationToken::new();
+    let router = app(state.clone());
+    let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+    let mut server = tokio::spawn(async move { server.await });
+
+    tokio::select! {
+        () = shutdown => {}
+        result = &mut server => {
+            // The server stopped on its own: an accept loop error.
+            return flatten(result);
+        }
+    }
+
+    tracing::info!(grace_ms = grace.as_millis() as u64, "shutting down: no new connections; draining turns");
+    stop_accepting.cancel();
+    join_all(state.agents.iter().map(|agent| agent.engine.drain(grace))).await;
+    tracing::info!("turns drained; ending live streams");
+    state.streams_end.cancel();
+    match tokio::time::timeout(CLOSE_TIMEOUT, &mut server).await {
+        Ok(result) => flatten(result)?,
+        Err(_) => {
+            tracing::warn!("connections still open after {CLOSE_TIMEOUT:?}; closing them");
+            server.abort();
+        }
+    }
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
+    result.map_err(std::io::Error::other)?
+}
+
+/// Resolves on ctrl-c (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %err, "cannot listen for ctrl-c");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("ctrl-c received"),
+        () = term => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,110 @@
+//! What the routes share: the mounted agents (each with its engine and project), the serve
+//! options, the log buffer, and the token that ends live streams at shutdown.
+
+use std::sync::Arc;
+
+use bdk_engine::Engine;
+use bdk_project::Project;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{AuthPolicy, AuthState};
+use crate::logs::LogBuffer;
+
+/// The default request body limit: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// Route layout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// `/<slug>/v1/...` per agent, host routes at the root.
+    #[default]
+    Multi,
+    /// One agent at `/v1/...`.
+    Single,
+}
+
+/// How the host serves, from the `serve` flags.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub mode: Mode,
+    pub dev: bool,
+    pub auth: AuthPolicy,
+    /// `--no-playground` clears it: no `/` index, no `/v1/agents`, no `playgroundUrl`.
+    pub playground: bool,
+    /// `--no-docs` clears it (no docs routes are served yet).
+    pub docs: bool,
+    /// Largest request body accepted (413 above it).
+    pub body_limit: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Multi,
+            dev: false,
+            auth: AuthPolicy::LocalDevStrict,
+            playground: true,
+            docs: true,
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+}
+
+/// One mounted agent.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    pub project: Arc<Project>,
+    pub engine: Engine,
+}
+
+impl Agent {
+    pub fn new(project: Project, engine: Engine) -> Self {
+        Self { project: Arc::new(project), engine }
+    }
+
+    pub fn slug(&self) -> &str {
+        &self.project.slug
+    }
+}
+
+/// Everything the router is built from. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub agents: Arc<Vec<Agent>>,
+    pub options: Arc<ServeOptions>,
+    pub logs: LogBuffer,
+    /// Cancelled at shutdown, after the engines drained: live streams end then.
+    pub streams_end: CancellationToken,
+}
+
+impl AppState {
+    pub fn new(agents: Vec<Agent>, options: ServeOptions, logs: LogBuffer) -> Self {
+        Self { agents: Arc::new(agents), options: Arc::new(options), logs, streams_end: CancellationToken::new() }
+    }
+
+    /// The URL prefix of `agent`'s routes: `/<slug>` in the multi-agent layout, empty in single.
+    pub fn base_path(&self, agent: &Agent) -> String {
+        match self.options.mode {
+            Mode::Multi => format!("/{}", agent.slug()),
+            Mode::Single => String::new(),
+        }
+    }
+
+    pub(crate) fn auth_state(&self) -> AuthState {
+        AuthState { policy: Arc::new(self.options.auth.clone()), dev: self.options.dev }
+    }
+}
+
+/// The state of one agent's routes.
+#[derive(Debug, Clone)]
+pub struct AgentState {
+    pub app: AppState,
+    pub agent: Agent,
+    pub base_path: Arc<str>,
+}
+
+impl AgentState {
+    pub fn engine(&self) -> &Engine {
+        &self.agent.engine
+    }
+}

@@ -1,0 +1,375 @@
+//! A real host on `127.0.0.1:0` over temporary projects and state, driven with reqwest as a
+//! client would; NDJSON streams read line by line. Every wait has a timeout.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bdk_engine::{AgentConfig, Engine};
+use bdk_model::{ModelProvider, ScriptStep, ScriptedProvider};
+use bdk_protocol::Event;
+use bdk_protocol::http::SessionResponse;
+use bdk_server::{Agent, AppState, LogBuffer, ServeOptions};
+use bdk_store::FsStore;
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The longest any single wait in these tests may take.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Awaits `future` or panics after [`WAIT`], naming what was awaited.
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Writes a minimal valid project `<root>/<slug>/bot/`.
+pub fn write_project(root: &Path, slug: &str) -> PathBuf {
+    let dir = root.join(slug);
+    std::fs::create_dir_all(dir.join("bot")).unwrap();
+    std::fs::write(
+        dir.join("bot/agent.toml"),
+        format!("name = \"{slug} agent\"\ndescription = \"A test agent.\"\nmodel = \"script\"\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("bot/instructions.md"), "Answer briefly.\n").unwrap();
+    dir
+}
+
+/// How a test host is set up.
+pub struct Builder {
+    token: Option<String>,
+    slugs: Vec<String>,
+    options: ServeOptions,
+    script: Option<Vec<ScriptStep>>,
+    grace: Duration,
+}
+
+pub fn host() -> Builder {
+    Builder {
+        token: None,
+        slugs: vec!["hello".into()],
+        options: ServeOptions::default(),
+        script: None,
+        grace: Duration::from_secs(5),
+    }
+}
+
+impl Builder {
+    pub fn options(mut self, f: impl FnOnce(&mut ServeOptions)) -> Self {
+        f(&mut self.options);
+        self
+    }
+
+    pub fn agents(mut self, slugs: &[&str]) -> Self {
+        self.slugs = slugs.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// The model's answers, one step per model call; without a script the model echoes.
+    pub fn script(mut self, steps: Vec<ScriptStep>) -> Self {
+        self.script = Some(steps);
+        self
+    }
+
+    /// The bearer token the host's request helpers send (see `Host::as_token` for others).
+    pub fn token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    pub async fn start(self) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let projects_root = dir.path().join("projects");
+        for slug in &self.slugs {
+            write_project(&projects_root, slug);
+        }
+        let discovery = bdk_project::discover(&[projects_root]);
+        assert!(!discovery.has_errors(), "{:?}", discovery.all_diagnostics().collect::<Vec<_>>());
+        let provider = Arc::new(match self.script {
+            Some(steps) => ScriptedProvider::new(steps),
+            None => ScriptedProvider::echo(),
+        });
+        let mut agents = Vec::new();
+        for project in discovery.projects {
+            let store = FsStore::open(dir.path().join("state").join(&project.slug)).unwrap();
+            let engine = Engine::new(
+                AgentConfig::from_project(&project),
+                store.stores(),
+                provider.clone() as Arc<dyn ModelProvider>,
+                Arc::new(bdk_tools::NoTools),
+            );
+            engine.recover().await.unwrap();
+            agents.push(Agent::new(project, engine));
+        }
+        let logs = LogBuffer::new(100);
+        let state = AppState::new(agents, self.options, logs);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = state.clone();
+        let grace = self.grace;
+        let task = tokio::spawn(async move {
+            bdk_server::serve(
+                listener,
+                serving,
+                async move {
+                    let _ = stopped.await;
+                },
+                grace,
+            )
+            .await
+        });
+        let base = match state.options.mode {
+            bdk_server::Mode::Multi => format!("http://{addr}/{}", self.slugs[0]),
+            bdk_server::Mode::Single => format!("http://{addr}"),
+        };
+        Host {
+            addr,
+            origin: format!("http://{addr}"),
+            base,
+            client: reqwest::Client::builder().timeout(WAIT).build().unwrap(),
+            token: self.token,
+            state,
+            provider,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: Some(dir),
+        }
+    }
+}
+
+/// A running host.
+pub struct Host {
+    pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT`
+    pub origin: String,
+    /// The first agent's base URL (`origin/<slug>`, or `origin` in single mode).
+    pub base: String,
+    pub client: reqwest::Client,
+    /// Sent as `Authorization: Bearer` by the request helpers.
+    pub token: Option<String>,
+    pub state: AppState,
+    pub provider: Arc<ScriptedProvider>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A response's status and JSON body (`Value::Null` when the body is not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    /// Asserts the error shape `{ok:false, error:<code>, message}` and the status.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "{}", self.text);
+        assert_eq!(self.body["ok"], json!(false), "{}", self.text);
+        assert_eq!(self.body["error"], json!(code), "{}", self.text);
+        assert!(self.body["message"].as_str().is_some_and(|m| !m.is_empty()), "{}", self.text);
+    }
+}
+
+pub async fn reply(response: reqwest::Response) -> Reply {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let text = within("a response body", response.text()).await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Reply { status, headers, body, text }
+}
+
+impl Host {
+    /// `base + path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A request to `base + path` with the host's token.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.client.request(method, self.url(path));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    /// The same host seen by another caller (`None`: no credentials).
+    pub fn as_token(&self, token: Option<&str>) -> Host {
+        Host {
+            addr: self.addr,
+            origin: self.origin.clone(),
+            base: self.base.clone(),
+            client: self.client.clone(),
+            token: token.map(str::to_owned),
+            state: self.state.clone(),
+            provider: self.provider.clone(),
+            stop: None,
+            task: None,
+            _dir: None,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        reply(within(path, self.request(reqwest::Method::GET, path).send()).await.unwrap()).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        reply(within(path, self.request(reqwest::Method::POST, path).json(body).send()).await.unwrap()).await
+    }
+
+    /// Starts a session with `message`; panics unless accepted.
+    pub async fn start_session(&self, message: &str) -> SessionResponse {
+        let reply = self.post("/v1/session", &json!({ "message": message })).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        serde_json::from_value(reply.body).unwrap()
+    }
+
+    pub async fn follow_up(&self, id: &str, token: &str, message: &str) -> Reply {
+        self.post(&format!("/v1/session/{id}"), &json!({ "continuationToken": token, "message": message })).await
+    }
+
+    /// Opens the NDJSON stream of `id` from `start`.
+    pub async fn stream(&self, id: &str, start: u64) -> Lines {
+        let path = format!("/v1/session/{id}/stream?startIndex={start}");
+        let response = within("the stream to open", self.request(reqwest::Method::GET, &path).send()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+        Lines::new(response)
+    }
+
+    /// The one-shot dump of `id`'s events.
+    pub async fn events(&self, id: &str) -> Vec<Event> {
+        let reply = self.get(&format!("/v1/session/{id}/events")).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);
+        parse_lines(&reply.text)
+    }
+
+    /// Waits until the session's log holds an event of type `event_type` after index `after`.
+    pub async fn wait_for(&self, id: &str, event_type: &str, after: Option<u64>) -> Event {
+        within(&format!("{event_type} in {id}"), async {
+            loop {
+                let events = self.events(id).await;
+                if let Some(e) =
+                    events.into_iter().find(|e| e.event_type() == event_type && after.is_none_or(|a| e.index > a))
+                {
+                    return e;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Stops the host as SIGTERM would and waits for `serve` to return.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            within("the host to shut down", task).await.unwrap().unwrap();
+        }
+    }
+}
+
+pub fn parse_lines(text: &str) -> Vec<Event> {
+    text.lines().filter(|l| !l.is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// An NDJSON response read incrementally, one event per line.
+pub struct Lines {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: Vec<u8>,
+    pub ended: bool,
+}
+
+impl Lines {
+    fn new(response: reqwest::Response) -> Self {
+        Self { body: response.bytes_stream().boxed(), buffer: Vec::new(), ended: false }
+    }
+
+    /// The next event, or `None` when the server ended the stream. Panics after [`WAIT`].
+    pub async fn next(&mut self) -> Option<Event> {
+        within("the next stream line", async {
+            loop {
+                if let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = self.buffer.drain(..=pos).collect();
+                    return Some(serde_json::from_slice(&line[..line.len() - 1]).unwrap());
+                }
+                match self.body.next().await {
+                    Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
+                    Some(Err(err)) => panic!("stream read failed: {err:?}"),
+                    None => {
+                        assert!(self.buffer.is_empty(), "the stream ended inside a line");
+                        self.ended = true;
+                        return None;
+                    }
+                }
+            }
+        })
+        .await
+    }
+
+    /// Reads events up to and including the first of type `event_type`.
+    pub async fn until(&mut self, event_type: &str) -> Vec<Event> {
+        let mut seen = Vec::new();
+        loop {
+            let event = self.next().await.unwrap_or_else(|| panic!("stream ended before {event_type}: {seen:?}"));
+            let done = event.event_type() == event_type;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A text step that streams `words` words with `delay` before each event.
+pub fn slow_text(words: usize, delay: Duration) -> ScriptStep {
+    ScriptStep::text(slow_text_body(words)).with_delay(delay)
+}
+
+/// Asserts indices run `from, from+1, ...` with no gap or duplicate.
+pub fn assert_dense(events: &[Event], from: u64) {
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(
+            event.index,
+            from + i as u64,
+            "event {i} of {:?}",
+            events.iter().map(|e| e.index).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// The types of `events`, in order.
+pub fn types(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| e.event_type().to_owned()).collect()
+}
+
+/// The text of `slow_text(words, ..)`.
+pub fn slow_text_body(words: usize) -> String {
+    (0..words).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+}
+
+/// The concatenated `message.appended` deltas of `events`.
+pub fn appended_text(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match &e.data {
+            bdk_protocol::EventData::MessageAppended(d) => Some(d.delta.as_str()),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,146 @@
+//! The storage traits every backend implements: session metadata, event logs, workspaces and kv.
+//! Backends live in their own modules; the engine only sees these traits.
+//!
+//! # Why async traits returning boxed futures
+//!
+//! The engine holds stores as `Arc<dyn Trait>`, so the traits must be dyn-compatible, which
+//! native `async fn` in traits is not. The methods are async rather than sync because
+//! (a) the planned Postgres backend is async end to end, and (b) an event append is only
+//! acknowledged after a group commit, so the caller must be able to wait without holding a
+//! thread. Each method therefore returns a [`BoxFuture`]: one allocation per call, negligible
+//! next to an fsync or a network round trip. The filesystem backend runs its blocking file IO
+//! on tokio's blocking pool, never on the async workers.
+
+use std::fmt;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use bdk_protocol::{CallId, Event, EventData, SessionId, TurnId};
+use serde_json::Value;
+
+use crate::error::Result;
+use crate::record::SessionRecord;
+
+/// A boxed, sendable future: what every trait method returns.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// An event as the log hands it out: shared, because one append fans out to every follower.
+pub type SharedEvent = Arc<Event>;
+
+/// An event before the log gives it an index, a session id and a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub turn_id: Option<TurnId>,
+    pub data: EventData,
+}
+
+impl NewEvent {
+    /// A session-level event (no turn).
+    pub fn new(data: EventData) -> Self {
+        NewEvent { turn_id: None, data }
+    }
+
+    /// An event that belongs to `turn_id`.
+    pub fn in_turn(turn_id: TurnId, data: EventData) -> Self {
+        NewEvent { turn_id: Some(turn_id), data }
+    }
+}
+
+impl From<EventData> for NewEvent {
+    fn from(data: EventData) -> Self {
+        NewEvent::new(data)
+    }
+}
+
+/// Session metadata (`session.json`). One writer per session (its actor): `update` is
+/// last-writer-wins.
+pub trait SessionStore: Send + Sync + fmt::Debug {
+    /// Creates the session with an empty event log. Fails with `SessionExists` if the id is taken.
+    fn create(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>>;
+
+    /// The session's record, or `None` when it does not exist (or its folder was deleted).
+    fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>>;
+
+    /// Replaces the record of an existing session atomically. `SessionNotFound` if it is gone.
+    fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>>;
+
+    /// Every session, oldest first.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>>;
+
+    /// Removes the session, its log and its workspace. `false` if it did not exist.
+    fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>>;
+}
+
+/// The append-only event log of each session: the source of truth for everything that happened.
+pub trait EventLog: Send + Sync + fmt::Debug {
+    /// Appends `events` contiguously (consecutive indices, in order) and resolves once they are
+    /// durable; only then are they published to followers. Indices are assigned here: dense,
+    /// from 0. An error means none of `events` was recorded. Dropping the future after the
+    /// events were queued does not withdraw them: they are still written, just not acknowledged.
+    fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>>;
+
+    /// Durable events with `index >= from`, at most `limit` of them.
+    fn read<'a>(&'a self, session: &'a SessionId, from: u64, limit: Option<usize>)
+    -> BoxFuture<'a, Result<Vec<Event>>>;
+
+    /// Replays durable events from index `from`, then follows new ones as they become durable,
+    /// with no gap and no duplicate. The stream ends when the log is closed or deleted.
+    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, Result<EventStream>>;
+
+    /// The number of durable events, which is also the next index.
+    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>>;
+
+    /// A hint that the session's log will not be used for a while (its actor went idle): the
+    /// backend may free what an open log holds (a writer task, a file, buffers). A log with live
+    /// followers or a call in progress stays open. The next call reopens it transparently.
+    fn release(&self, _session: &SessionId) {}
+}
+
+/// A replay-then-follow subscription returned by [`EventLog::follow`].
+pub trait EventFollower: Send + fmt::Debug {
+    /// The next event, `None` once the log is closed, or an error (after which the stream ends).
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>>;
+}
+
+/// A boxed [`EventFollower`].
+pub type EventStream = Box<dyn EventFollower>;
+
+/// Directories tools run in. These are local paths even when metadata lives elsewhere.
+pub trait WorkspaceStore: Send + Sync + fmt::Debug {
+    /// The session's workspace directory, created if missing. `SessionNotFound` if the session is gone.
+    fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>>;
+
+    /// A fresh scratch directory for one direct tool call, created if missing.
+    fn call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<PathBuf>>;
+
+    /// Removes a call's scratch directory; missing is fine.
+    fn remove_call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<()>>;
+
+    /// Where `run` writes the trace of a session.
+    fn trace_path(&self, id: &SessionId) -> PathBuf;
+}
+
+/// The agent's durable key-value store (`host.kv`): JSON values under string keys.
+pub trait KvStore: Send + Sync + fmt::Debug {
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>>>;
+
+    /// Stores `value` atomically, replacing any previous value.
+    fn put<'a>(&'a self, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>>;
+
+    /// `true` if the key existed.
+    fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Keys starting with `prefix`, sorted.
+    fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
+}
+
+/// Every store an agent needs, as trait objects, for the engine to hold.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    pub sessions: Arc<dyn SessionStore>,
+    pub events: Arc<dyn EventLog>,
+    pub workspaces: Arc<dyn WorkspaceStore>,
+    pub kv: Arc<dyn KvStore>,
+}

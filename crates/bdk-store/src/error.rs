@@ -1,0 +1,83 @@
+//! The store's error type at its boundary, and `Result`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use bdk_protocol::SessionId;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("session {0} not found")]
+    SessionNotFound(SessionId),
+
+    #[error("session {0} already exists")]
+    SessionExists(SessionId),
+
+    #[error("invalid kv key {key:?}: {reason}")]
+    InvalidKey { key: String, reason: &'static str },
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("{}: invalid JSON: {source}", path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    /// The log has damage that is not a torn final write, so it is not repaired silently.
+    #[error("{}: event log is corrupt at byte {offset}: {reason}", path.display())]
+    Corrupt { path: PathBuf, offset: u64, reason: String },
+
+    /// The event could not be encoded as JSON (a payload with a non-string map key, say).
+    #[error("event could not be encoded: {0}")]
+    Encode(#[source] serde_json::Error),
+
+    /// The log's writer stopped (the session was deleted or closed, or a write failed and could
+    /// not be rolled back). Reopening the log starts a new writer.
+    #[error("the event log of session {0} is closed")]
+    LogClosed(SessionId),
+
+    /// A background task failed to run to completion.
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+impl Error {
+    pub(crate) fn io(path: impl AsRef<Path>, source: io::Error) -> Self {
+        Error::Io { path: path.as_ref().to_path_buf(), source }
+    }
+
+    pub(crate) fn json(path: impl AsRef<Path>, source: serde_json::Error) -> Self {
+        Error::Json { path: path.as_ref().to_path_buf(), source }
+    }
+
+    /// A copy for the second and later waiters of a failed batch (`io::Error` is not `Clone`).
+    pub(crate) fn duplicate(&self) -> Self {
+        match self {
+            Error::SessionNotFound(id) => Error::SessionNotFound(id.clone()),
+            Error::SessionExists(id) => Error::SessionExists(id.clone()),
+            Error::LogClosed(id) => Error::LogClosed(id.clone()),
+            Error::InvalidKey { key, reason } => Error::InvalidKey { key: key.clone(), reason },
+            Error::Io { path, source } => {
+                Error::Io { path: path.clone(), source: io::Error::new(source.kind(), source.to_string()) }
+            }
+            Error::Corrupt { path, offset, reason } => {
+                Error::Corrupt { path: path.clone(), offset: *offset, reason: reason.clone() }
+            }
+            other => Error::Task(other.to_string()),
+        }
+    }
+
+    /// Whether this is an IO error of kind `NotFound`.
+    pub(crate) fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}

@@ -1,0 +1,168 @@
+//! Reading an event log back: bounded reads of the durable prefix, and the replay-then-follow
+//! subscription. Appending lives in `log.rs`.
+//!
+//! A follower takes, under the writer's publish lock, the durable length and a broadcast
+//! receiver. Everything below that mark comes from disk, everything above from the channel, and
+//! the two cannot overlap or leave a hole. A follower that lags past the channel's buffer (or
+//! sees an index it did not expect) takes a fresh snapshot and catches up from disk again.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use bdk_protocol::{Event, SessionId};
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use super::blocking;
+use super::log::{Durable, Shared};
+use crate::api::{BoxFuture, EventFollower, SharedEvent};
+use crate::error::{Error, Result};
+
+/// Events a follower reads from disk per step.
+const FOLLOW_CHUNK: usize = 512;
+
+/// Where a scan of the durable prefix stands.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cursor {
+    /// Byte offset of the line with index `index`.
+    pub offset: u64,
+    pub index: u64,
+    /// The durable length when the scan began; nothing past it is read.
+    pub end: u64,
+}
+
+/// Reads events with `index >= from` starting at `cursor`, at most `max`. Returns them and the
+/// cursor after the last line consumed.
+pub(crate) fn read_chunk(path: &Path, cursor: Cursor, from: u64, max: usize) -> Result<(Vec<Event>, Cursor)> {
+    let io = |e| Error::io(path, e);
+    let mut file = File::open(path).map_err(io)?;
+    file.seek(SeekFrom::Start(cursor.offset)).map_err(io)?;
+    let mut reader = BufReader::with_capacity(128 * 1024, file.take(cursor.end.saturating_sub(cursor.offset)));
+    let mut events = Vec::new();
+    let mut next = cursor;
+    let mut line = Vec::with_capacity(1024);
+    while events.len() < max && next.offset < next.end {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line).map_err(io)? as u64;
+        if n == 0 || line.last() != Some(&b'\n') {
+            let reason = "the durable part of the log ends mid-line (was the file changed by hand?)".to_owned();
+            return Err(Error::Corrupt { path: path.to_path_buf(), offset: next.offset, reason });
+        }
+        if next.index >= from {
+            let event: Event = serde_json::from_slice(&line).map_err(|e| Error::json(path, e))?;
+            if event.index != next.index {
+                let reason = format!("line has index {} where {} was expected", event.index, next.index);
+                return Err(Error::Corrupt { path: path.to_path_buf(), offset: next.offset, reason });
+            }
+            events.push(event);
+        }
+        next.offset += n;
+        next.index += 1;
+    }
+    Ok((events, next))
+}
+
+/// Starts a scan of the durable prefix for `from`; `None` when nothing durable is at or past it.
+pub(crate) fn start_cursor(shared: &Shared, from: u64) -> Option<Cursor> {
+    cursor_for(&shared.state(), from)
+}
+
+fn cursor_for(state: &Durable, from: u64) -> Option<Cursor> {
+    (from < state.next_index).then(|| {
+        let (offset, index) = state.seek(from);
+        Cursor { offset, index, end: state.len }
+    })
+}
+
+/// The filesystem backend's [`EventFollower`].
+#[derive(Debug)]
+pub(crate) struct FsFollower {
+    session: SessionId,
+    path: PathBuf,
+    /// Weak, so that closing or deleting the log drops the channel and ends the stream.
+    shared: Weak<Shared>,
+    /// The next index to hand out.
+    want: u64,
+    disk: Option<Cursor>,
+    rx: broadcast::Receiver<SharedEvent>,
+    pending: VecDeque<SharedEvent>,
+    done: bool,
+}
+
+impl FsFollower {
+    pub fn start(shared: &Arc<Shared>, from: u64) -> Self {
+        let (disk, rx) = snapshot(shared, from);
+        FsFollower {
+            session: shared.session.clone(),
+            path: shared.path.clone(),
+            shared: Arc::downgrade(shared),
+            want: from,
+            disk,
+            rx,
+            pending: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    async fn next_event(&mut self) -> Option<Result<SharedEvent>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some(event) = self.pending.pop_front() {
+                self.want = event.index + 1;
+                return Some(Ok(event));
+            }
+            if let Some(cursor) = self.disk.take() {
+                let (path, want) = (self.path.clone(), self.want);
+                match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
+                    Ok((events, next)) => {
+                        self.pending.extend(events.into_iter().map(Arc::new));
+                        self.disk = (next.offset < next.end).then_some(next);
+                    }
+                    Err(error) => {
+                        self.done = true;
+                        let error =
+                            if error.is_not_found() { Error::SessionNotFound(self.session.clone()) } else { error };
+                        return Some(Err(error));
+                    }
+                }
+                continue;
+            }
+            match self.rx.recv().await {
+                Ok(event) if event.index < self.want => {}
+                Ok(event) if event.index == self.want => {
+                    self.want += 1;
+                    return Some(Ok(event));
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    // Fell behind the channel: everything missed is on disk by now.
+                    tracing::debug!(session = %self.session, want = self.want, "follower lagged; catching up from disk");
+                    let Some(shared) = self.shared.upgrade() else {
+                        self.done = true;
+                        return None;
+                    };
+                    (self.disk, self.rx) = snapshot(&shared, self.want);
+                }
+                Err(RecvError::Closed) => {
+                    self.done = true;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl EventFollower for FsFollower {
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>> {
+        Box::pin(self.next_event())
+    }
+}
+
+/// The disk range below the durable mark and a receiver for everything above it, taken together.
+fn snapshot(shared: &Shared, from: u64) -> (Option<Cursor>, broadcast::Receiver<SharedEvent>) {
+    let (state, rx) = shared.subscribe();
+    (cursor_for(&state, from), rx)
+}

@@ -1,0 +1,309 @@
+//! One session's event log: the handle callers append through and the single writer task that
+//! owns the file. Appends queue on a bounded channel; the writer drains everything queued, writes
+//! it in one `write`, fsyncs once (group commit), then publishes and acknowledges.
+//!
+//! Order of effects for every batch: assign indices → write → fsync → update the durable mark
+//! and broadcast (under one lock, so a new follower sees each event exactly once: on disk below
+//! the mark or on the channel above it) → acknowledge. Replay and follow live in `follow.rs`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bdk_protocol::event::timestamp_now;
+use bdk_protocol::{Event, SessionId};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::blocking;
+use super::recover::{CHECKPOINT_EVERY, recover};
+use crate::api::{NewEvent, SharedEvent};
+use crate::error::{Error, Result};
+
+/// Tuning for the filesystem backend.
+#[derive(Debug, Clone)]
+pub struct FsStoreOptions {
+    /// The most events one group commit takes from the queue. `1` disables group commit
+    /// (one fsync per append); useful only as a benchmark baseline.
+    pub max_batch_events: usize,
+    /// Append requests that may wait for the writer before `append` itself waits (backpressure).
+    pub queue_capacity: usize,
+    /// Live events buffered per follower; a follower that falls further behind catches up from disk.
+    pub broadcast_capacity: usize,
+}
+
+impl Default for FsStoreOptions {
+    fn default() -> Self {
+        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024 }
+    }
+}
+
+/// What the writer has made durable, shared with readers.
+#[derive(Debug)]
+pub(crate) struct Durable {
+    pub len: u64,
+    pub next_index: u64,
+    pub checkpoints: Vec<u64>,
+    /// Group commits (one write + one fsync each) since the log was opened.
+    pub commits: u64,
+}
+
+impl Durable {
+    /// A byte offset and its index at or before `index`, to start a scan from.
+    pub fn seek(&self, index: u64) -> (u64, u64) {
+        if index >= self.next_index {
+            return (self.len, self.next_index);
+        }
+        let k = index / CHECKPOINT_EVERY;
+        match usize::try_from(k).ok().and_then(|k| self.checkpoints.get(k)) {
+            Some(offset) => (*offset, k * CHECKPOINT_EVERY),
+            None => (0, 0),
+        }
+    }
+}
+
+/// State shared by the handle, the writer and followers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub session: SessionId,
+    pub path: PathBuf,
+    pub dropped_bytes_on_open: u64,
+    state: Mutex<Durable>,
+    tx: broadcast::Sender<SharedEvent>,
+}
+
+impl Shared {
+    pub fn state(&self) -> MutexGuard<'_, Durable> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// How many followers are subscribed to live events.
+    pub fn followers(&self) -> usize {
+        self.tx.receiver_count()
+    }
+
+    /// Atomically: the durable state now and a receiver for every event published after it.
+    pub fn subscribe(&self) -> (MutexGuard<'_, Durable>, broadcast::Receiver<SharedEvent>) {
+        let state = self.state();
+        let rx = self.tx.subscribe();
+        (state, rx)
+    }
+}
+
+struct AppendRequest {
+    events: Vec<NewEvent>,
+    ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
+}
+
+/// A caller's handle on an open log. Dropping every handle stops the writer after it drains.
+#[derive(Debug)]
+pub(crate) struct LogHandle {
+    pub shared: Arc<Shared>,
+    requests: mpsc::Sender<AppendRequest>,
+}
+
+impl LogHandle {
+    /// Recovers the log file (see `recover.rs`) and starts its writer task.
+    pub async fn open(
+        session: SessionId,
+        path: PathBuf,
+        session_json: PathBuf,
+        options: &FsStoreOptions,
+    ) -> Result<Self> {
+        let (recovered, file) = {
+            let (path, session_json, session) = (path.clone(), session_json.clone(), session.clone());
+            blocking(move || {
+                if !session_json.exists() {
+                    return Err(Error::SessionNotFound(session));
+                }
+                let recovered = recover(&path)?;
+                let file = OpenOptions::new().append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+                Ok((recovered, file))
+            })
+            .await?
+        };
+        let (tx, _) = broadcast::channel(options.broadcast_capacity.max(1));
+        let shared = Arc::new(Shared {
+            session,
+            path,
+            dropped_bytes_on_open: recovered.dropped_bytes,
+            state: Mutex::new(Durable {
+                len: recovered.len,
+                next_index: recovered.next_index,
+                checkpoints: recovered.checkpoints,
+                commits: 0,
+            }),
+            tx,
+        });
+        let (requests, rx) = mpsc::channel(options.queue_capacity.max(1));
+        let writer = Writer {
+            file: Arc::new(file),
+            shared: shared.clone(),
+            session_json,
+            len: recovered.len,
+            next_index: recovered.next_index,
+            max_batch: options.max_batch_events.max(1),
+        };
+        tokio::spawn(writer.run(rx));
+        Ok(LogHandle { shared, requests })
+    }
+
+    /// Whether the writer has stopped; a stopped handle must be replaced by reopening.
+    pub fn is_closed(&self) -> bool {
+        self.requests.is_closed()
+    }
+
+    /// Queues `events` and waits until they are durable.
+    pub async fn append(&self, events: Vec<NewEvent>) -> Result<Vec<SharedEvent>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ack, done) = oneshot::channel();
+        let closed = || Error::LogClosed(self.shared.session.clone());
+        self.requests.send(AppendRequest { events, ack }).await.map_err(|_| closed())?;
+        done.await.map_err(|_| closed())?
+    }
+}
+
+/// The only owner of the file's write side.
+struct Writer {
+    file: Arc<File>,
+    shared: Arc<Shared>,
+    session_json: PathBuf,
+    len: u64,
+    next_index: u64,
+    max_batch: usize,
+}
+
+/// One request's events, encoded and waiting for the commit.
+struct Staged {
+    ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
+    events: Vec<SharedEvent>,
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::Receiver<AppendRequest>) {
+        let mut batch = Vec::new();
+        while let Some(first) = rx.recv().await {
+            let mut count = first.events.len();
+            batch.push(first);
+            while count < self.max_batch {
+                match rx.try_recv() {
+                    Ok(request) => {
+                        count += request.events.len();
+                        batch.push(request);
+                    }
+                    Err(_) => break,
+                }
+            }
+            if let Err(fatal) = self.commit(&mut batch).await {
+                tracing::error!(session = %self.shared.session, error = %fatal, "event log writer stopped");
+                break;
+            }
+        }
+        // Requests still queued are dropped here; their callers get `LogClosed`.
+    }
+
+    /// Writes one batch. `Err` means the writer cannot continue (the file state is unknown or
+    /// the session is gone); every waiter of the batch has been answered either way.
+    async fn commit(&mut self, batch: &mut Vec<AppendRequest>) -> Result<()> {
+        let mut buf = Vec::with_capacity(batch.len() * 512);
+        let mut checkpoints = Vec::new();
+        let mut staged = Vec::with_capacity(batch.len());
+        let mut index = self.next_index;
+        for request in batch.drain(..) {
+            let (buf_mark, index_mark, checkpoint_mark) = (buf.len(), index, checkpoints.len());
+            let mut events = Vec::with_capacity(request.events.len());
+            let mut failed = None;
+            for new in request.events {
+                let event = Event {
+                    index,
+                    session_id: self.shared.session.clone(),
+                    turn_id: new.turn_id,
+                    at: timestamp_now(),
+                    data: new.data,
+                };
+                let offset = self.len + buf.len() as u64;
+                if let Err(e) = serde_json::to_writer(&mut buf, &event) {
+                    failed = Some(e);
+                    break;
+                }
+                buf.push(b'\n');
+                if index.is_multiple_of(CHECKPOINT_EVERY) {
+                    checkpoints.push(offset);
+                }
+                events.push(Arc::new(event));
+                index += 1;
+            }
+            if let Some(e) = failed {
+                // Only this request fails; the rest of the batch is unaffected.
+                buf.truncate(buf_mark);
+                checkpoints.truncate(checkpoint_mark);
+                index = index_mark;
+                let _ = request.ack.send(Err(Error::Encode(e)));
+                continue;
+            }
+            staged.push(Staged { ack: request.ack, events });
+        }
+        if buf.is_empty() {
+            for s in staged {
+                let _ = s.ack.send(Ok(s.events));
+            }
+            return Ok(());
+        }
+
+        let new_len = self.len + buf.len() as u64;
+        let written = {
+            let (file, path, session_json) = (self.file.clone(), self.shared.path.clone(), self.session_json.clone());
+            let session = self.shared.session.clone();
+            blocking(move || {
+                // A session folder deleted behind our back must not be written to (the file
+                // would be an orphan and the ack a lie).
+                if !session_json.exists() {
+                    return Err(Error::SessionNotFound(session));
+                }
+                (&*file).write_all(&buf).and_then(|()| file.sync_data()).map_err(|e| Error::io(&path, e))
+            })
+            .await
+        };
+
+        match written {
+            Ok(()) => {
+                {
+                    let mut state = self.shared.state();
+                    state.len = new_len;
+                    state.next_index = index;
+                    state.checkpoints.extend(checkpoints);
+                    state.commits += 1;
+                    for s in &staged {
+                        for event in &s.events {
+                            // No receivers is fine: nobody follows this session right now.
+                            let _ = self.shared.tx.send(event.clone());
+                        }
+                    }
+                }
+                self.len = new_len;
+                self.next_index = index;
+                for s in staged {
+                    let _ = s.ack.send(Ok(s.events));
+                }
+                Ok(())
+            }
+            Err(error) => {
+                for s in staged {
+                    let _ = s.ack.send(Err(error.duplicate()));
+                }
+                if matches!(error, Error::SessionNotFound(_)) {
+                    return Err(error);
+                }
+                self.roll_back().await
+            }
+        }
+    }
+
+    /// Cuts the file back to the last durable length after a failed write.
+    async fn roll_back(&self) -> Result<()> {
+        let (file, path, len) = (self.file.clone(), self.shared.path.clone(), self.len);
+        blocking(move || file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| Error::io(&path, e))).await
+    }
+}

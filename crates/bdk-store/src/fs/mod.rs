@@ -1,0 +1,223 @@
+//! The filesystem backend: one agent's state directory (see [`Layout`]), with a registry of open
+//! event logs (one writer task each). Implements every trait in `api.rs`; each concern has a file.
+
+mod atomic;
+mod follow;
+mod kv;
+mod layout;
+mod log;
+mod recover;
+mod sessions;
+mod workspaces;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bdk_protocol::{Event, SessionId};
+use tokio::sync::OnceCell;
+
+pub use layout::Layout;
+pub use log::FsStoreOptions;
+
+use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
+use crate::error::{Error, Result};
+use follow::{FsFollower, read_chunk, start_cursor};
+use log::LogHandle;
+
+/// Stores under one agent's state directory. Cheap to clone; clones share open logs.
+#[derive(Debug, Clone)]
+pub struct FsStore {
+    inner: Arc<Inner>,
+}
+
+type LogCell = Arc<OnceCell<Arc<LogHandle>>>;
+
+#[derive(Debug)]
+struct Inner {
+    layout: Layout,
+    options: FsStoreOptions,
+    /// Open logs. A cell is filled once by whoever opens the log first; concurrent openers wait.
+    logs: Mutex<HashMap<SessionId, LogCell>>,
+}
+
+/// What an open log knows about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogInfo {
+    /// Durable events (also the next index).
+    pub events: u64,
+    /// Durable bytes.
+    pub bytes: u64,
+    /// Bytes of a torn final write cut off when the log was opened.
+    pub dropped_bytes_on_open: u64,
+    /// Group commits (one write + one fsync each) since the log was opened.
+    pub commits: u64,
+}
+
+impl FsStore {
+    /// Opens (creating if needed) the state directory `root` with default options.
+    pub fn open(root: impl Into<PathBuf>) -> Result<Self> {
+        Self::open_with(root, FsStoreOptions::default())
+    }
+
+    pub fn open_with(root: impl Into<PathBuf>, options: FsStoreOptions) -> Result<Self> {
+        let layout = Layout::new(root);
+        for dir in [layout.sessions_dir(), layout.traces_dir(), layout.tool_calls_dir(), layout.kv_dir()] {
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        }
+        sessions::sweep_trash(&layout);
+        Ok(FsStore { inner: Arc::new(Inner { layout, options, logs: Mutex::new(HashMap::new()) }) })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.inner.layout
+    }
+
+    /// This store as the trait objects the engine holds.
+    pub fn stores(&self) -> Stores {
+        Stores {
+            sessions: Arc::new(self.clone()),
+            events: Arc::new(self.clone()),
+            workspaces: Arc::new(self.clone()),
+            kv: Arc::new(self.clone()),
+        }
+    }
+
+    /// Opens the session's log if needed and reports on it.
+    pub async fn log_info(&self, session: &SessionId) -> Result<LogInfo> {
+        let log = self.log(session).await?;
+        let state = log.shared.state();
+        Ok(LogInfo {
+            events: state.next_index,
+            bytes: state.len,
+            dropped_bytes_on_open: log.shared.dropped_bytes_on_open,
+            commits: state.commits,
+        })
+    }
+
+    /// Releases the session's open log: its writer stops once queued appends are written, and
+    /// followers of it end. The next use reopens it. Call when a session goes idle for long.
+    pub fn close_log(&self, session: &SessionId) {
+        self.registry().remove(session);
+    }
+
+    /// How many session logs are open (each holds a writer task, a file and a buffer).
+    pub fn open_logs(&self) -> usize {
+        self.registry().len()
+    }
+
+    /// Closes the session's open log only if nothing uses it: no follower, no call in progress.
+    /// Returns whether it was closed. What [`EventLog::release`] does for this backend.
+    pub fn release_idle_log(&self, session: &SessionId) -> bool {
+        let mut logs = self.registry();
+        let Some(cell) = logs.get(session) else { return false };
+        // Every caller of `log()` holds a clone of the cell while it works, and of the handle
+        // while it appends or follows; a follower holds a broadcast receiver.
+        let idle = Arc::strong_count(cell) == 1
+            && cell.get().is_none_or(|handle| Arc::strong_count(handle) == 1 && handle.shared.followers() == 0);
+        if idle {
+            logs.remove(session);
+        }
+        idle
+    }
+
+    fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, LogCell>> {
+        self.inner.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The open log of `session`, opening (and recovering) it on first use.
+    async fn log(&self, session: &SessionId) -> Result<Arc<LogHandle>> {
+        // Two rounds: the second replaces a handle whose writer stopped.
+        for _ in 0..2 {
+            let cell = self.registry().entry(session.clone()).or_default().clone();
+            let layout = &self.inner.layout;
+            let opened = cell
+                .get_or_try_init(|| async {
+                    let path = layout.events_path(session);
+                    let handle =
+                        LogHandle::open(session.clone(), path, layout.session_json(session), &self.inner.options)
+                            .await?;
+                    Ok::<_, Error>(Arc::new(handle))
+                })
+                .await;
+            match opened {
+                Ok(handle) if !handle.is_closed() => return Ok(handle.clone()),
+                Ok(_) => self.forget(session, &cell),
+                Err(error) => {
+                    self.forget(session, &cell);
+                    return Err(error);
+                }
+            }
+        }
+        Err(Error::LogClosed(session.clone()))
+    }
+
+    /// Drops `cell` from the registry if it is still the current one for `session`.
+    fn forget(&self, session: &SessionId, cell: &LogCell) {
+        let mut logs = self.registry();
+        if logs.get(session).is_some_and(|current| Arc::ptr_eq(current, cell)) {
+            logs.remove(session);
+        }
+    }
+}
+
+/// Runs blocking file IO on tokio's blocking pool.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T>
+where
+    F: FnOnce() -> Result<T> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+}
+
+impl EventLog for FsStore {
+    fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            let log = self.log(session).await?;
+            match log.append(events).await {
+                Err(Error::LogClosed(_)) if !self.inner.layout.session_json(session).exists() => {
+                    Err(Error::SessionNotFound(session.clone()))
+                }
+                other => other,
+            }
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, Result<Vec<Event>>> {
+        Box::pin(async move {
+            let log = self.log(session).await?;
+            let Some(cursor) = start_cursor(&log.shared, from) else {
+                return Ok(Vec::new());
+            };
+            let path = log.shared.path.clone();
+            let max = limit.unwrap_or(usize::MAX);
+            let read = blocking(move || read_chunk(&path, cursor, from, max)).await;
+            match read {
+                Ok((events, _)) => Ok(events),
+                Err(error) if error.is_not_found() => Err(Error::SessionNotFound(session.clone())),
+                Err(error) => Err(error),
+            }
+        })
+    }
+
+    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, Result<EventStream>> {
+        Box::pin(async move {
+            let log = self.log(session).await?;
+            Ok(Box::new(FsFollower::start(&log.shared, from)) as EventStream)
+        })
+    }
+
+    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move { Ok(self.log(session).await?.shared.state().next_index) })
+    }
+
+    fn release(&self, session: &SessionId) {
+        self.release_idle_log(session);
+    }
+}

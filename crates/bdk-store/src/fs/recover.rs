@@ -1,0 +1,190 @@
+//! Opening an event log after a crash: scan every line, keep the longest valid prefix, and cut
+//! off a torn final write. Damage followed by valid events is corruption, reported, not repaired.
+//!
+//! A line is valid when it ends in `\n`, parses as JSON, and carries `index` equal to its line
+//! number. Appends are acknowledged only after fsync, so bytes past the last valid line were
+//! never acknowledged and dropping them loses nothing anyone was told about.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, BufReader};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::atomic::sync_dir;
+use crate::error::{Error, Result};
+
+/// Every this-many events the log remembers a byte offset, so replay can seek.
+pub(crate) const CHECKPOINT_EVERY: u64 = 128;
+
+/// The state of a log file after recovery.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub len: u64,
+    pub next_index: u64,
+    /// `checkpoints[k]` is the byte offset of the line with index `k * CHECKPOINT_EVERY`.
+    pub checkpoints: Vec<u64>,
+    /// Bytes cut off the end of the file (0 when it was intact).
+    pub dropped_bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    index: u64,
+}
+
+/// Scans the log at `path` (creating it if missing), truncates a torn tail and returns its state.
+pub(crate) fn recover(path: &Path) -> Result<Recovered> {
+    let existed = path.exists();
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    if !existed && let Some(dir) = path.parent() {
+        // Make the new file's directory entry durable before anything is acknowledged in it.
+        sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    let scan = scan(&file).map_err(|e| Error::io(path, e))?;
+    if let Some((offset, reason)) = scan.valid_after_damage {
+        return Err(Error::Corrupt { path: path.to_path_buf(), offset, reason });
+    }
+    let mut dropped_bytes = 0;
+    if let Some((offset, reason)) = scan.first_damage {
+        dropped_bytes = scan.total - offset;
+        file.set_len(offset).and_then(|()| file.sync_all()).map_err(|e| Error::io(path, e))?;
+        tracing::warn!(
+            path = %path.display(),
+            kept_events = scan.next_index,
+            dropped_bytes,
+            reason = %reason,
+            "dropped a torn final write from the event log"
+        );
+    }
+    Ok(Recovered { len: scan.valid_len, next_index: scan.next_index, checkpoints: scan.checkpoints, dropped_bytes })
+}
+
+struct Scan {
+    total: u64,
+    valid_len: u64,
+    next_index: u64,
+    checkpoints: Vec<u64>,
+    first_damage: Option<(u64, String)>,
+    valid_after_damage: Option<(u64, String)>,
+}
+
+fn scan(file: &File) -> io::Result<Scan> {
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    let mut line = Vec::with_capacity(1024);
+    let mut scan = Scan {
+        total: 0,
+        valid_len: 0,
+        next_index: 0,
+        checkpoints: Vec::new(),
+        first_damage: None,
+        valid_after_damage: None,
+    };
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)? as u64;
+        if n == 0 {
+            break;
+        }
+        let offset = scan.total;
+        scan.total += n;
+        let complete = line.last() == Some(&b'\n');
+        let head = if complete { serde_json::from_slice::<Head>(&line).ok() } else { None };
+        match (&scan.first_damage, head) {
+            (None, Some(head)) if head.index == scan.next_index => {
+                if scan.next_index.is_multiple_of(CHECKPOINT_EVERY) {
+                    scan.checkpoints.push(offset);
+                }
+                scan.next_index += 1;
+                scan.valid_len = scan.total;
+            }
+            (None, Some(head)) => {
+                let reason = format!("line has index {} where {} was expected", head.index, scan.next_index);
+                scan.first_damage = Some((offset, reason));
+            }
+            (None, None) => {
+                let reason = if complete { "line is not a valid event" } else { "final line is incomplete" };
+                scan.first_damage = Some((offset, reason.to_owned()));
+            }
+            (Some((damage, reason)), Some(_)) => {
+                let reason = format!("{reason} (at byte {damage}), and valid events follow it");
+                scan.valid_after_damage = Some((*damage, reason));
+                break;
+            }
+            (Some(_), None) => {}
+        }
+    }
+    Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn line(index: u64) -> String {
+        format!(
+            "{{\"type\":\"session.waiting\",\"index\":{index},\"sessionId\":\"ses_a\",\"at\":\"2025-01-01T00:00:00.000Z\",\"data\":{{}}}}\n"
+        )
+    }
+
+    #[test]
+    fn intact_logs_are_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let content: String = (0..300).map(line).collect();
+        fs::write(&path, &content).unwrap();
+        let r = recover(&path).unwrap();
+        assert_eq!((r.next_index, r.len, r.dropped_bytes), (300, content.len() as u64, 0));
+        let offset = |n: u64| (0..n).map(|i| line(i).len() as u64).sum::<u64>();
+        assert_eq!(r.checkpoints, vec![0, offset(128), offset(256)]);
+    }
+
+    #[test]
+    fn missing_logs_are_created_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let r = recover(&path).unwrap();
+        assert_eq!((r.next_index, r.len), (0, 0));
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn trailing_garbage_lines_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let good = format!("{}{}", line(0), line(1));
+        fs::write(&path, format!("{good}\0\0\0\n\0\0{{\"ty")).unwrap();
+        let r = recover(&path).unwrap();
+        assert_eq!(r.next_index, 2);
+        assert_eq!(fs::read_to_string(&path).unwrap(), good);
+    }
+
+    #[test]
+    fn damage_before_valid_events_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        let content = format!("{}not json\n{}", line(0), line(2));
+        fs::write(&path, &content).unwrap();
+        let err = recover(&path).unwrap_err();
+        assert!(matches!(err, Error::Corrupt { offset, .. } if offset == line(0).len() as u64), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), content, "nothing is cut");
+    }
+
+    #[test]
+    fn out_of_order_indices_are_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.ndjson");
+        fs::write(&path, format!("{}{}", line(0), line(5))).unwrap();
+        let r = recover(&path).unwrap();
+        assert_eq!(r.next_index, 1);
+        assert_eq!(r.dropped_bytes, line(5).len() as u64);
+    }
+}

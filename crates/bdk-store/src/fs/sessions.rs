@@ -1,0 +1,154 @@
+//! Session metadata on disk: `sessions/<id>/session.json`, written atomically. A session exists
+//! exactly when its `session.json` does, so deleting the folder removes the session.
+
+use std::fs::{self, File};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bdk_protocol::SessionId;
+
+use super::atomic::{sync_dir, write_atomic};
+use super::{FsStore, Layout, blocking};
+use crate::api::{BoxFuture, SessionStore};
+use crate::error::{Error, Result};
+use crate::record::SessionRecord;
+
+/// Deleted session folders are renamed to `.trash-*` first, so they vanish atomically.
+const TRASH_PREFIX: &str = ".trash-";
+
+impl SessionStore for FsStore {
+    fn create(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        // A handle cached for an earlier session of this id (folder removed by hand) would
+        // still point at the old, unlinked file.
+        self.close_log(&record.id);
+        let layout = self.layout().clone();
+        Box::pin(blocking(move || create(&layout, &record)))
+    }
+
+    fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
+        let layout = self.layout().clone();
+        let id = id.clone();
+        Box::pin(blocking(move || read_record(&layout, &id)))
+    }
+
+    fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        let layout = self.layout().clone();
+        Box::pin(blocking(move || {
+            let path = layout.session_json(&record.id);
+            if !path.exists() {
+                return Err(Error::SessionNotFound(record.id));
+            }
+            let bytes = encode(&record)?;
+            match write_atomic(&path, &bytes) {
+                // The folder went away between the check and the write.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
+                other => other.map_err(|e| Error::io(&path, e)),
+            }
+        }))
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
+        let layout = self.layout().clone();
+        Box::pin(blocking(move || list(&layout)))
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>> {
+        // Stop the writer first so nothing new lands after the folder is gone.
+        self.close_log(id);
+        let layout = self.layout().clone();
+        let id = id.clone();
+        Box::pin(blocking(move || delete(&layout, &id)))
+    }
+}
+
+fn encode(record: &SessionRecord) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(record).map_err(Error::Encode)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Folder, empty log, then `session.json` last: a crash midway leaves an invisible folder.
+fn create(layout: &Layout, record: &SessionRecord) -> Result<()> {
+    let dir = layout.session_dir(&record.id);
+    match fs::create_dir(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(Error::SessionExists(record.id.clone())),
+        Err(e) => return Err(Error::io(&dir, e)),
+    }
+    let result = (|| {
+        let bytes = encode(record)?;
+        let events = layout.events_path(&record.id);
+        File::create_new(&events).and_then(|f| f.sync_all()).map_err(|e| Error::io(&events, e))?;
+        let json = layout.session_json(&record.id);
+        write_atomic(&json, &bytes).map_err(|e| Error::io(&json, e))?;
+        let sessions = layout.sessions_dir();
+        sync_dir(&sessions).map_err(|e| Error::io(&sessions, e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn read_record(layout: &Layout, id: &SessionId) -> Result<Option<SessionRecord>> {
+    let path = layout.session_json(id);
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::json(&path, e))
+}
+
+/// Every readable session, oldest first. Unreadable ones are skipped with a warning so one bad
+/// file does not hide the rest.
+fn list(layout: &Layout) -> Result<Vec<SessionRecord>> {
+    let dir = layout.sessions_dir();
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&dir, e)),
+    };
+    let mut records = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&dir, e))?;
+        let Some(id) = entry.file_name().to_str().and_then(|name| SessionId::parse(name).ok()) else {
+            continue;
+        };
+        match read_record(layout, &id) {
+            Ok(Some(record)) => records.push(record),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(session = %id, %error, "skipping an unreadable session"),
+        }
+    }
+    records.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    Ok(records)
+}
+
+fn delete(layout: &Layout, id: &SessionId) -> Result<bool> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = layout.session_dir(id);
+    let sessions = layout.sessions_dir();
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let trash = sessions.join(format!("{TRASH_PREFIX}{id}-{}-{n}", std::process::id()));
+    match fs::rename(&dir, &trash) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(&dir, e)),
+    }
+    sync_dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
+    if let Err(error) = fs::remove_dir_all(&trash) {
+        tracing::warn!(path = %trash.display(), %error, "could not remove a deleted session's files");
+    }
+    Ok(true)
+}
+
+/// Removes trash left by a crash during `delete`. Best effort.
+pub(super) fn sweep_trash(layout: &Layout) {
+    let Ok(entries) = fs::read_dir(layout.sessions_dir()) else { return };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(TRASH_PREFIX) {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}

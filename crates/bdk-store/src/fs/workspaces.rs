@@ -1,0 +1,45 @@
+//! Working directories on disk: a session's `workspace/` and a direct call's `tool-calls/<callId>/`.
+//! What goes into them (skills, seeds, tool scripts) is the engine's business.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use bdk_protocol::{CallId, SessionId};
+
+use super::{FsStore, blocking};
+use crate::api::{BoxFuture, WorkspaceStore};
+use crate::error::{Error, Result};
+
+impl WorkspaceStore for FsStore {
+    fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>> {
+        let (json, dir, id) = (self.layout().session_json(id), self.layout().workspace_dir(id), id.clone());
+        Box::pin(blocking(move || {
+            if !json.exists() {
+                return Err(Error::SessionNotFound(id));
+            }
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            Ok(dir)
+        }))
+    }
+
+    fn call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<PathBuf>> {
+        let dir = self.layout().call_dir(call);
+        Box::pin(blocking(move || {
+            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            Ok(dir)
+        }))
+    }
+
+    fn remove_call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<()>> {
+        let dir = self.layout().call_dir(call);
+        Box::pin(blocking(move || match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(&dir, e)),
+            _ => Ok(()),
+        }))
+    }
+
+    fn trace_path(&self, id: &SessionId) -> PathBuf {
+        self.layout().trace_path(id)
+    }
+}

@@ -1,0 +1,16 @@
+//! Durable state for BDK: the storage traits the engine holds (`api`), their error type, the
+//! `session.json` record, and the filesystem backend. A Postgres backend will implement the same
+//! traits. No HTTP, no engine logic: this crate stores and replays, it does not decide.
+
+pub mod api;
+pub mod error;
+pub mod fs;
+pub mod record;
+
+pub use api::{
+    BoxFuture, EventFollower, EventLog, EventStream, KvStore, NewEvent, SessionStore, SharedEvent, Stores,
+    WorkspaceStore,
+};
+pub use error::{Error, Result};
+pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo};
+pub use record::SessionRecord;

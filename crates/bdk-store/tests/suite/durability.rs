@@ -1,0 +1,66 @@
+//! Guards the durability contract: once `append` returns, the event is in the file, and a store
+//! opened afterwards (a restart) replays exactly what was acknowledged.
+
+use bdk_protocol::event::{TurnStarted, Usage};
+use bdk_protocol::{EventData, TurnId};
+use bdk_store::{EventLog, NewEvent};
+
+use super::support::{Fixture, delta, within};
+
+#[tokio::test]
+async fn acknowledged_appends_survive_a_restart() {
+    let fx = Fixture::new();
+    let id = fx.session().await;
+    let turn = TurnId::generate();
+    let mut acked = Vec::new();
+    acked.extend(
+        within(
+            fx.store.append(&id, vec![NewEvent::in_turn(turn.clone(), EventData::TurnStarted(TurnStarted::default()))]),
+        )
+        .await
+        .unwrap(),
+    );
+    for i in 0..9 {
+        acked.extend(within(fx.store.append(&id, vec![delta(format!("part {i}"))])).await.unwrap());
+    }
+    assert_eq!(acked.len(), 10);
+    assert_eq!(acked[0].turn_id.as_ref(), Some(&turn));
+
+    // The bytes are in the file as soon as the ack returns.
+    let text = std::fs::read_to_string(fx.store.layout().events_path(&id)).unwrap();
+    assert_eq!(text.lines().count(), 10);
+    assert!(text.ends_with('\n'));
+
+    let reopened = fx.reopen();
+    let replayed = within(reopened.read(&id, 0, None)).await.unwrap();
+    let acked: Vec<_> = acked.iter().map(|e| (**e).clone()).collect();
+    assert_eq!(replayed, acked);
+    assert_eq!(within(reopened.len(&id)).await.unwrap(), 10);
+}
+
+#[tokio::test]
+async fn each_line_is_the_event_json() {
+    let fx = Fixture::new();
+    let id = fx.session().await;
+    let usage = Usage { input_tokens: 5, output_tokens: 7, ..Usage::default() };
+    let done = EventData::TurnCompleted(bdk_protocol::event::TurnCompleted {
+        usage,
+        estimated_cost_usd: Some(0.5),
+        model: None,
+        result: Some("ok".into()),
+        duration_ms: None,
+    });
+    let acked = within(fx.store.append(&id, vec![NewEvent::new(done)])).await.unwrap();
+    let text = std::fs::read_to_string(fx.store.layout().events_path(&id)).unwrap();
+    assert_eq!(text, format!("{}\n", serde_json::to_string(&*acked[0]).unwrap()));
+    assert!(text.starts_with(&format!("{{\"type\":\"turn.completed\",\"index\":0,\"sessionId\":\"{id}\",\"at\":\"")));
+}
+
+#[tokio::test]
+async fn appending_to_an_unknown_session_fails() {
+    let fx = Fixture::new();
+    let id = bdk_protocol::SessionId::generate();
+    let err = within(fx.store.append(&id, vec![delta("x")])).await.unwrap_err();
+    assert!(matches!(err, bdk_store::Error::SessionNotFound(_)), "{err}");
+    assert!(!fx.store.layout().session_dir(&id).exists(), "no folder is created for it");
+}

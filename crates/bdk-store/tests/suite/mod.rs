@@ -1,0 +1,11 @@
+//! Behaviour tests of the filesystem backend through the public traits.
+
+mod durability;
+mod follow;
+mod indices;
+mod kv;
+mod recovery;
+mod replay;
+mod sessions;
+mod support;
+mod workspaces;

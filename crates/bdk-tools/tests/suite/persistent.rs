@@ -1,0 +1,138 @@
+//! Persistent command tools: many calls served by one process over NDJSON, an error response,
+//! restarts after the process dies (between calls and during one), hangs that time out, and the
+//! process killed when the registry goes away.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Bot, call, error_text, is_dead, wait_dead};
+use bdk_tools::ToolRegistry;
+
+const SERVER_PY: &str = r#"#!/usr/bin/env python3
+import json, os, sys, time
+for line in sys.stdin:
+    request = json.loads(line)
+    given = request["input"]
+    if given.get("die"):
+        print("dying on purpose", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if given.get("hang"):
+        time.sleep(300)
+    if given.get("fail"):
+        print(json.dumps({"id": request["id"], "error": "bad input"}), flush=True)
+        continue
+    print("a log line, not a response", flush=True)
+    result = {"pid": os.getpid(), "n": given.get("n"), "callId": request["context"]["callId"]}
+    print(json.dumps({"id": request["id"], "result": result}), flush=True)
+"#;
+
+fn server(bot: &Bot) -> bdk_tools::ProjectTools {
+    bot.script("lib/server.py", SERVER_PY);
+    let mut tool = bot.command("hot", &["python3", "lib/server.py"]);
+    tool.persistent = true;
+    tool.timeout = Duration::from_secs(2);
+    bot.registry(vec![tool])
+}
+
+fn pid(result: &Value) -> u64 {
+    result["pid"].as_u64().unwrap_or_else(|| panic!("no pid in {result}"))
+}
+
+#[tokio::test]
+async fn many_calls_share_one_process() {
+    //! Guards: twenty calls are answered by one process, each with its own id and context.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    assert_eq!(tools.lookup("hot").unwrap().kind, bdk_tools::ToolKind::Persistent);
+    let mut pids = Vec::new();
+    for n in 0..20 {
+        let invocation = bot.invocation("hot", json!({"n": n}));
+        let call_id = invocation.call_id.to_string();
+        let outcome = call(&tools, invocation).await;
+        assert!(!outcome.is_error, "{outcome:?}");
+        assert_eq!(outcome.result["n"], json!(n));
+        assert_eq!(outcome.result["callId"], json!(call_id));
+        pids.push(pid(&outcome.result));
+    }
+    pids.dedup();
+    assert_eq!(pids.len(), 1, "one process served every call");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_are_serialized() {
+    //! Guards: calls issued together each get their own answer (requests never interleave).
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let mut handles = Vec::new();
+    for n in 0..10 {
+        let future = tools.call(bot.invocation("hot", json!({"n": n})), Default::default());
+        handles.push(tokio::spawn(future));
+    }
+    for (n, handle) in handles.into_iter().enumerate() {
+        let outcome = super::within(handle).await.unwrap();
+        assert_eq!(outcome.result["n"], json!(n), "{outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_error_response_is_an_error_result() {
+    //! Guards: `{"id", "error"}` is an isError outcome, and the process keeps serving.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let first = call(&tools, bot.invocation("hot", json!({"n": 1}))).await;
+    assert_eq!(error_text(&call(&tools, bot.invocation("hot", json!({"fail": true}))).await), "bad input");
+    let after = call(&tools, bot.invocation("hot", json!({"n": 2}))).await;
+    assert_eq!(pid(&first.result), pid(&after.result));
+}
+
+#[tokio::test]
+async fn a_killed_process_is_restarted() {
+    //! Guards: after the process is killed from outside, the next call starts a new one.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let first = pid(&call(&tools, bot.invocation("hot", json!({}))).await.result);
+    std::process::Command::new("kill").arg("-9").arg(first.to_string()).status().unwrap();
+    wait_dead(first as u32).await;
+    let outcome = call(&tools, bot.invocation("hot", json!({}))).await;
+    assert!(!outcome.is_error, "{outcome:?}");
+    assert_ne!(pid(&outcome.result), first);
+}
+
+#[tokio::test]
+async fn dying_mid_call_is_an_error_then_a_restart() {
+    //! Guards: the call in flight when the process exits gets an error with its status and
+    //! stderr; the next call is served by a fresh process.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let first = pid(&call(&tools, bot.invocation("hot", json!({}))).await.result);
+    let text = error_text(&call(&tools, bot.invocation("hot", json!({"die": true}))).await);
+    assert!(text.contains("exited with status 3") && text.contains("dying on purpose"), "{text}");
+    let outcome = call(&tools, bot.invocation("hot", json!({}))).await;
+    assert_ne!(pid(&outcome.result), first);
+}
+
+#[tokio::test]
+async fn a_hang_times_out_and_the_tool_recovers() {
+    //! Guards: a call that never answers times out (the process is killed) and the next call
+    //! works on a new process.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let first = pid(&call(&tools, bot.invocation("hot", json!({}))).await.result);
+    let text = error_text(&call(&tools, bot.invocation("hot", json!({"hang": true}))).await);
+    assert!(text.contains("timed out after 2s"), "{text}");
+    wait_dead(first as u32).await;
+    let outcome = call(&tools, bot.invocation("hot", json!({"n": 5}))).await;
+    assert_eq!(outcome.result["n"], json!(5));
+}
+
+#[tokio::test]
+async fn dropping_the_registry_kills_the_process() {
+    //! Guards: the persistent process dies with the registry (process group killed on drop).
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let first = pid(&call(&tools, bot.invocation("hot", json!({}))).await.result) as u32;
+    assert!(!is_dead(first));
+    drop(tools);
+    wait_dead(first).await;
+}
