@@ -31,6 +31,16 @@ pub fn provider(project: &Project, cli: ModelLayer) -> (ResolvedModel, Arc<dyn M
     (resolved, provider)
 }
 
+/// The project's tools: its command, agent and persistent tools plus the built-in workspace tools
+/// its `tools` allowlist admits. Commands see `state_dir` as `BDK_STATE_ROOT`.
+pub fn tools(project: &Project, state_dir: &Path) -> Result<Arc<dyn ToolRegistry>, MountError> {
+    let registry = bdk_tools::ProjectTools::builder(project)
+        .state_root(state_dir)
+        .build()
+        .map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
+    Ok(Arc::new(registry))
+}
+
 /// Why an agent could not be mounted.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
@@ -40,6 +50,12 @@ pub enum MountError {
         dir: PathBuf,
         #[source]
         source: bdk_store::Error,
+    },
+    #[error("{slug}: cannot load its tools: {source}")]
+    Tools {
+        slug: String,
+        #[source]
+        source: bdk_tools::Error,
     },
     #[error("{slug}: recovering sessions left open by the last run failed: {source}")]
     Recover {

@@ -5,7 +5,6 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use bdk_engine::{AgentConfig, Engine, EngineOptions, Principal, StartSession, Trajectory};
@@ -51,7 +50,8 @@ async fn run_turn(project: bdk_project::Project, args: &RunArgs) -> anyhow::Resu
     let stores = store.stores();
     let options = EngineOptions { price: resolved.price };
     let config = AgentConfig::from_project(&project);
-    let engine = Engine::with_options(config, stores.clone(), provider, Arc::new(bdk_tools::NoTools), options);
+    let tools = mount::tools(&project, &dir)?;
+    let engine = Engine::with_options(config, stores.clone(), provider, tools, options);
 
     let principal = Principal::new(PRINCIPAL);
     let started = engine

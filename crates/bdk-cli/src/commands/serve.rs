@@ -7,7 +7,6 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use bdk_engine::EngineOptions;
@@ -91,7 +90,8 @@ async fn serve(
         let slug = project.slug.clone();
         let info = provider.info();
         let options = EngineOptions { price: resolved.price };
-        let (agent, recovered) = mount::mount(project, &dir, provider, Arc::new(bdk_tools::NoTools), options).await?;
+        let tools = mount::tools(&project, &dir)?;
+        let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
             agent = %slug,
             provider = %info.provider,
