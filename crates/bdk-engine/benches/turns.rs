@@ -53,6 +53,7 @@ fn start(message: &str) -> StartSession {
         dry_run: false,
         as_of: None,
         purpose: None,
+        workspace_files: Vec::new(),
     }
 }
 
@@ -93,6 +94,7 @@ async fn latency(root: &Path, label: &str, turns: usize, per_session: usize) {
                 principal: principal.clone(),
                 continuation_token: token,
                 admission: Admission::Preempt,
+                workspace_files: Vec::new(),
             };
             token = engine.follow_up(&id, request).await.unwrap().continuation_token;
             next_waiting(&mut stream).await;
@@ -132,6 +134,7 @@ async fn throughput(root: &Path, label: &str, sessions: usize, turns: usize) {
                     principal: principal.clone(),
                     continuation_token: token,
                     admission: Admission::Preempt,
+                    workspace_files: Vec::new(),
                 };
                 token = engine.follow_up(&id, request).await.unwrap().continuation_token;
                 next_waiting(&mut stream).await;

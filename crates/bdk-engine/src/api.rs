@@ -68,6 +68,9 @@ pub struct StartSession {
     pub dry_run: bool,
     pub as_of: Option<DateTime<Utc>>,
     pub purpose: Option<String>,
+    /// Files (path relative to the workspace, content) written into the session workspace
+    /// before the first turn, after the project's skills, agent tools and seeds.
+    pub workspace_files: Vec<(String, String)>,
 }
 
 /// What `start_session` returns once the first message is durable and its turn admitted.
@@ -87,6 +90,8 @@ pub struct FollowUp {
     /// Must equal the session's current token (HTTP tokens rotate on each accepted follow-up).
     pub continuation_token: String,
     pub admission: Admission,
+    /// Files written into the session workspace before the turn that runs this message.
+    pub workspace_files: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

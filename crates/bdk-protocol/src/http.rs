@@ -1,6 +1,8 @@
 //! Request and response bodies of the session HTTP API (`docs/http.md`), shared by the server
 //! and by clients such as `bdk cost --url`. Field names are the reference's camelCase.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +23,10 @@ pub struct StartSessionRequest {
     pub as_of: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// Files written into the session workspace before the first turn: path (relative to the
+    /// workspace) → content.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace_files: BTreeMap<String, String>,
 }
 
 /// `POST /v1/session/:sessionId`.
@@ -32,6 +38,9 @@ pub struct FollowUpRequest {
     /// `preempt` (default) or `coalesce`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<String>,
+    /// Files written into the session workspace before the turn that runs this message.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace_files: BTreeMap<String, String>,
 }
 
 /// The answer to an accepted start or follow-up.

@@ -65,6 +65,7 @@ async fn run_turn(project: bdk_project::Project, args: &RunArgs) -> anyhow::Resu
             dry_run: false,
             as_of: None,
             purpose: Some("run".into()),
+            workspace_files: Vec::new(),
         })
         .await?;
     let id = started.session_id;

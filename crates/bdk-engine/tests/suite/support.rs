@@ -116,11 +116,18 @@ pub fn start(message: &str, mode: SessionMode) -> StartSession {
         dry_run: false,
         as_of: None,
         purpose: None,
+        workspace_files: Vec::new(),
     }
 }
 
 pub fn follow(message: &str, token: &str, admission: Admission) -> FollowUp {
-    FollowUp { message: message.into(), principal: alice(), continuation_token: token.into(), admission }
+    FollowUp {
+        message: message.into(),
+        principal: alice(),
+        continuation_token: token.into(),
+        admission,
+        workspace_files: Vec::new(),
+    }
 }
 
 /// Follows the session until `done` holds for an event; returns every event up to it.

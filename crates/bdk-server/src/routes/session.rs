@@ -56,6 +56,7 @@ async fn start(
             dry_run: body.dry_run,
             as_of: body.as_of,
             purpose: body.purpose,
+            workspace_files: body.workspace_files.into_iter().collect(),
         })
         .await?;
     Ok(Json(session_response(&state, &headers, started.session_id, started.continuation_token, Some(started.turn_id))))
@@ -91,6 +92,7 @@ async fn follow_up(
                 principal: caller.principal,
                 continuation_token: body.continuation_token,
                 admission,
+                workspace_files: body.workspace_files.into_iter().collect(),
             },
         )
         .await?;
