@@ -2,10 +2,7 @@
 //! server once as raw bytes and once through each HTTP provider, and prints tokens per second
 //! and the ratio. Reports numbers; never fails on them. Run: `cargo bench -p bdk-model`.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
-
-#[path = "../tests/suite/support/fake_server.rs"]
-mod fake_server;
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +10,7 @@ use bdk_model::{
     AnthropicProvider, HttpConfig, Message, ModelEvent, ModelParams, ModelProvider, ModelRequest, OpenAiProvider,
     ProviderKind, Timeouts,
 };
-use fake_server::{FakeServer, Part, Reply};
+use bdk_test_support::{FakeServer, Part, Reply, anthropic_sse, openai_sse};
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -23,35 +20,10 @@ const TOKENS: usize = 100_000;
 const EVENTS_PER_CHUNK: usize = 16;
 
 fn body(format: &str) -> Vec<Part> {
-    let mut events: Vec<String> = Vec::with_capacity(TOKENS + 8);
     match format {
-        "openai" => {
-            for i in 0..TOKENS {
-                let chunk = json!({"choices": [{"index": 0, "delta": {"content": format!("t{} ", i % 10)}}]});
-                events.push(format!("data: {chunk}\n\n"));
-            }
-            events.push(format!(
-                "data: {}\n\n",
-                json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-            ));
-            events.push("data: [DONE]\n\n".into());
-        }
-        _ => {
-            let start = json!({"type": "message_start", "message": {"usage": {"input_tokens": 1, "output_tokens": 1}}});
-            events.push(format!("event: message_start\ndata: {start}\n\n"));
-            let block =
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}});
-            events.push(format!("event: content_block_start\ndata: {block}\n\n"));
-            for i in 0..TOKENS {
-                let delta = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": format!("t{} ", i % 10)}});
-                events.push(format!("event: content_block_delta\ndata: {delta}\n\n"));
-            }
-            let end = json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": TOKENS}});
-            events.push(format!("event: message_delta\ndata: {end}\n\n"));
-            events.push(format!("event: message_stop\ndata: {}\n\n", json!({"type": "message_stop"})));
-        }
+        "openai" => openai_sse::long_text_reply(TOKENS, EVENTS_PER_CHUNK),
+        _ => anthropic_sse::long_text_reply(TOKENS, EVENTS_PER_CHUNK),
     }
-    events.chunks(EVENTS_PER_CHUNK).map(|group| Part::Bytes(group.concat().into_bytes())).collect()
 }
 
 async fn raw_read(server: &FakeServer, path: &str) -> Duration {

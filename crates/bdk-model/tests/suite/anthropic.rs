@@ -11,8 +11,9 @@ use bdk_model::{
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::anthropic_sse as an;
-use super::support::fake_server::{FakeServer, Reply};
+use bdk_test_support::anthropic_sse as an;
+use bdk_test_support::fake_server::{FakeServer, Reply};
+
 use super::support::{collect, events, fast_options, last_error, reasoning_of, text_of};
 
 /// An Anthropic provider pointed at `server`, with retries.

@@ -1,6 +1,7 @@
 //! One conformance suite that every HTTP provider passes: the same scenarios (text, reasoning,
-//! fragmented parallel tool calls, split UTF-8, empty deltas, missing end marker, disconnects,
-//! malformed chunks, retries, timeouts, cancellation), each written once against [`Dialect`].
+//! one and several tool calls with fragmented arguments, split UTF-8, empty deltas, a usage-only
+//! final chunk, missing end marker, disconnects, malformed chunks, 429 and 5xx retries, 401,
+//! timeouts, cancellation), each written once against [`Dialect`] and run for both wire formats.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,9 +13,10 @@ use bdk_model::{
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::support::fake_server::{End, FakeServer, Part, Reply, rechunk};
+use bdk_test_support::fake_server::{End, FakeServer, Part, Reply, rechunk};
+use bdk_test_support::{anthropic_sse as an, openai_sse as oa};
+
 use super::support::{WAIT, collect, events, fast_options, last_error, reasoning_of, text_of};
-use super::support::{anthropic_sse as an, openai_sse as oa};
 
 /// How one wire format says each scenario.
 trait Dialect {
@@ -150,6 +152,7 @@ conformance!(
     parallel_fragmented_tool_calls,
     utf8_split_across_chunks,
     empty_deltas_are_skipped,
+    usage_only_final_chunk,
     missing_end_marker_is_tolerated,
     disconnect_mid_stream,
     malformed_chunk,
@@ -236,6 +239,25 @@ async fn empty_deltas_are_skipped(d: &dyn Dialect) {
     let events = events(d.provider(&server, fast_options()).stream(request(), CancellationToken::new())).await;
     let deltas: Vec<_> = events.iter().filter(|e| matches!(e, ModelEvent::TextDelta { .. })).collect();
     assert_eq!(deltas, [&ModelEvent::TextDelta { text: "x".into() }]);
+}
+
+async fn usage_only_final_chunk(d: &dyn Dialect) {
+    // Usage arrives after all content in a final chunk of its own: OpenAI's `choices: []` chunk
+    // after the finish-reason chunk; Anthropic's closing `message_delta` (output tokens) adding to
+    // `message_start`'s input count. Usage is reported once, whole, and `finish` stays last.
+    let server = FakeServer::start().await;
+    let mut parts = d.open();
+    parts.push(d.text("x"));
+    parts.extend(d.close(d.stop()));
+    parts.push(d.end_marker());
+    server.push(Reply::sse(parts));
+    let events = events(d.provider(&server, fast_options()).stream(request(), CancellationToken::new())).await;
+    let usages: Vec<Usage> =
+        events.iter().filter_map(|e| if let ModelEvent::Usage { usage } = e { Some(*usage) } else { None }).collect();
+    assert_eq!(usages.iter().map(|u| (u.input_tokens, u.output_tokens)).collect::<Vec<_>>(), [(10, 5)], "{events:?}");
+    let finishes = events.iter().filter(|e| matches!(e, ModelEvent::Finish { .. })).count();
+    assert_eq!(finishes, 1, "{events:?}");
+    assert_eq!(events.last(), Some(&ModelEvent::Finish { reason: FinishReason::Stop }));
 }
 
 async fn missing_end_marker_is_tolerated(d: &dyn Dialect) {

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::fake_server::Part;
+use crate::fake_server::Part;
 
 pub fn event(name: &str, data: Value) -> Part {
     Part::Bytes(format!("event: {name}\ndata: {data}\n\n").into_bytes())
@@ -78,4 +78,15 @@ pub fn ping() -> Part {
 
 pub fn error(kind: &str, message: &str) -> Part {
     event("error", json!({"type": "error", "error": {"type": kind, "message": message}}))
+}
+
+/// A long text reply for benchmarks: `tokens` text deltas of one short word each (`"t<n> "`,
+/// three bytes) in one text block, with `per_chunk` SSE events sent per HTTP chunk.
+pub fn long_text_reply(tokens: usize, per_chunk: usize) -> Vec<Part> {
+    let mut parts = vec![message_start(10, 0, 0), text_start(0)];
+    parts.extend((0..tokens).map(|i| text(0, &format!("t{} ", i % 10))));
+    parts.extend([block_stop(0), message_delta("end_turn", tokens as u64), message_stop()]);
+    let events: Vec<Vec<u8>> =
+        parts.into_iter().filter_map(|part| if let Part::Bytes(bytes) = part { Some(bytes) } else { None }).collect();
+    events.chunks(per_chunk.max(1)).map(|group| Part::Bytes(group.concat())).collect()
 }

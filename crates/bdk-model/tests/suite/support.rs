@@ -1,8 +1,5 @@
-//! Shared test support: the fake server, SSE builders per wire format, stream helpers.
-
-pub mod anthropic_sse;
-pub mod fake_server;
-pub mod openai_sse;
+//! Stream helpers for this suite. The fake server and the SSE builders live in
+//! `bdk-test-support`, shared with the engine's benchmark and the CLI's end-to-end test.
 
 use std::time::Duration;
 

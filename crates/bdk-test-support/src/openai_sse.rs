@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::fake_server::Part;
+use crate::fake_server::Part;
 
 pub fn data(chunk: Value) -> Part {
     Part::Bytes(format!("data: {chunk}\n\n").into_bytes())
@@ -63,4 +63,22 @@ pub fn usage(prompt: u64, completion: u64, cached: u64, reasoning: u64) -> Part 
 
 pub fn done() -> Part {
     Part::Bytes(b"data: [DONE]\n\n".to_vec())
+}
+
+/// A long text reply for benchmarks: `tokens` content chunks of one short word each (`"t<n> "`,
+/// three bytes), then the finish, the usage chunk and `[DONE]`, with `per_chunk` SSE events
+/// sent per HTTP chunk (roughly what a fast server's writes coalesce to).
+pub fn long_text_reply(tokens: usize, per_chunk: usize) -> Vec<Part> {
+    let mut events: Vec<Vec<u8>> = Vec::with_capacity(tokens + 3);
+    for i in 0..tokens {
+        let chunk =
+            json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"content": format!("t{} ", i % 10)}}]});
+        events.push(format!("data: {chunk}\n\n").into_bytes());
+    }
+    for part in [finish("stop"), usage(10, tokens as u64, 0, 0), done()] {
+        if let Part::Bytes(bytes) = part {
+            events.push(bytes);
+        }
+    }
+    events.chunks(per_chunk.max(1)).map(|group| Part::Bytes(group.concat())).collect()
 }

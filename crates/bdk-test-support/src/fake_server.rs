@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -78,7 +78,7 @@ impl Recorded {
     }
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
@@ -86,6 +86,7 @@ struct Shared {
 }
 
 /// The running server; stops when dropped.
+#[derive(Debug)]
 pub struct FakeServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -94,8 +95,10 @@ pub struct FakeServer {
 
 impl FakeServer {
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
-        let addr = listener.local_addr().expect("local addr");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|err| panic!("the fake server cannot bind 127.0.0.1:0: {err}"));
+        let addr = listener.local_addr().unwrap_or_else(|err| panic!("the fake server has no address: {err}"));
         let shared = Arc::new(Shared::default());
         let state = shared.clone();
         let task = tokio::spawn(async move {
@@ -106,25 +109,43 @@ impl FakeServer {
         Self { addr, shared, task }
     }
 
-    /// The API root, like `https://api.openai.com/v1`.
+    /// The API root, like `https://api.openai.com/v1`: what a provider's `base_url` is set to.
     pub fn url(&self) -> String {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The bound address (`127.0.0.1:<port>`).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Queues the answer to the next unanswered request.
     pub fn push(&self, reply: Reply) -> &Self {
-        self.shared.replies.lock().unwrap().push_back(reply);
+        lock(&self.shared.replies).push_back(reply);
         self
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
-        self.shared.requests.lock().unwrap().clone()
+        lock(&self.shared.requests).clone()
     }
 
     /// How many connections the client closed while the server was still holding them open
     /// (after [`End::Hang`] or [`Reply::Hang`]).
     pub fn disconnects(&self) -> usize {
         self.shared.disconnects.load(Ordering::SeqCst)
+    }
+
+    /// Waits (up to 10 s) until the server has seen `n` requests, and returns them.
+    pub async fn wait_for_requests(&self, n: usize) -> Vec<Recorded> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let requests = self.requests();
+            if requests.len() >= n {
+                return requests;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the fake server saw {} of {n} requests", requests.len());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Waits (up to 5 s) until the client closed `n` held connections.
@@ -143,17 +164,21 @@ impl Drop for FakeServer {
     }
 }
 
+/// A poisoned lock only means another test thread panicked; the data is still what it was.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let Some(request) = read_request(&mut socket).await else { return };
     let problem = check_invariants(&request);
-    shared.requests.lock().unwrap().push(request);
-    let reply =
-        match problem {
-            Some(problem) => Reply::status(400, &serde_json::json!({"error": {"message": problem}}).to_string()),
-            None => shared.replies.lock().unwrap().pop_front().unwrap_or_else(|| {
-                Reply::status(500, r#"{"error":{"message":"the fake server has no reply queued"}}"#)
-            }),
-        };
+    lock(&shared.requests).push(request);
+    let reply = match problem {
+        Some(problem) => Reply::status(400, &serde_json::json!({"error": {"message": problem}}).to_string()),
+        None => lock(&shared.replies)
+            .pop_front()
+            .unwrap_or_else(|| Reply::status(500, r#"{"error":{"message":"the fake server has no reply queued"}}"#)),
+    };
     let _ = answer(&mut socket, reply, &shared).await;
 }
 
