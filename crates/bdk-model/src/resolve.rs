@@ -56,6 +56,43 @@ impl ModelLayer {
             ..Default::default()
         }
     }
+
+    /// A subagent's `[model]` (`self`) over its parent's: the layer to pass as
+    /// [`ModelInput::agent`] when resolving the subagent, so it runs on the parent's model
+    /// unless it sets its own. The command line and `BDK_MODEL*` still sit above both.
+    ///
+    /// Fields the subagent sets win; the rest come from the parent, with the rule [`resolve()`]
+    /// applies between layers: connection settings (provider, base URL, key, key variable)
+    /// belong to their model. When the subagent's provider (its `provider`, else inferred from
+    /// its model id) differs from the parent's, nothing of the parent's is taken, model
+    /// included. The parent's params and pricing apply only while the subagent runs the
+    /// parent's model; its own params override the parent's key by key.
+    pub fn inherit(&self, parent: &ModelLayer) -> ModelLayer {
+        let set = |v: &Option<String>| v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+        let provider_of = |layer: &ModelLayer| {
+            set(&layer.provider)
+                .map(|p| p.parse::<ProviderKind>().ok())
+                .unwrap_or_else(|| set(&layer.model).and_then(|m| ProviderKind::infer(&m)))
+        };
+        let own = set(&self.provider).is_some() || set(&self.model).and_then(|m| ProviderKind::infer(&m)).is_some();
+        if own && provider_of(self) != provider_of(parent) {
+            return self.clone();
+        }
+        let model = set(&self.model).or_else(|| set(&parent.model));
+        let same_model = set(&self.model).is_none() || model == set(&parent.model);
+        let mut params = if same_model { parent.params.clone() } else { Map::new() };
+        params.extend(self.params.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let pick = |own: &Option<String>, theirs: &Option<String>| set(own).or_else(|| set(theirs));
+        ModelLayer {
+            model,
+            provider: pick(&self.provider, &parent.provider),
+            base_url: pick(&self.base_url, &parent.base_url),
+            api_key: pick(&self.api_key, &parent.api_key),
+            api_key_env: pick(&self.api_key_env, &parent.api_key_env),
+            params,
+            pricing: self.pricing.or(if same_model { parent.pricing } else { None }),
+        }
+    }
 }
 
 /// What resolution reads besides the environment: the command line and the agent's `[model]`.

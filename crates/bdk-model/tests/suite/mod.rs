@@ -5,4 +5,5 @@ mod openai;
 mod resolve;
 mod retry;
 mod scripted;
+mod subagent;
 mod support;
