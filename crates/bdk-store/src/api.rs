@@ -1,4 +1,5 @@
-//! The storage traits every backend implements: session metadata, event logs, workspaces and kv.
+//! The storage traits every backend implements: session metadata, event logs, workspaces, kv and
+//! the scoped host data (`host.kv`, `host.files`).
 //! Backends live in their own modules; the engine only sees these traits.
 //!
 //! # Why async traits returning boxed futures
@@ -136,6 +137,53 @@ pub trait KvStore: Send + Sync + fmt::Debug {
     fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
 }
 
+/// Whose host data (`host.kv`, `host.files`) a request reaches.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DataScope {
+    /// Shared by every session of the agent: the reference's `host.kv` and `host.files`. The
+    /// agent-wide kv is the same data [`KvStore`] holds.
+    Agent,
+    /// One session's own data, removed with the session.
+    Session(SessionId),
+}
+
+/// One file of a `host.files` area.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileEntry {
+    /// Relative to the area, `/`-separated.
+    pub path: String,
+    pub size: u64,
+}
+
+/// `host.kv` and `host.files` per [`DataScope`]. Kv keys are any non-empty string; file paths
+/// are relative, `/`-separated, with no empty, `.`, `..` or dot-leading segment
+/// (`InvalidPath` otherwise), so no path leaves its area. A session scope whose session does
+/// not exist is `SessionNotFound` for writes and empty for reads.
+pub trait HostDataStore: Send + Sync + fmt::Debug {
+    fn kv_get<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, Result<Option<Value>>>;
+
+    /// Stores `value` atomically, replacing any previous value.
+    fn kv_put<'a>(&'a self, scope: &'a DataScope, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>>;
+
+    /// `true` if the key existed.
+    fn kv_delete<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Keys starting with `prefix`, sorted.
+    fn kv_keys<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>>;
+
+    /// The file's bytes, or `None` when there is no such file.
+    fn file_read<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>>;
+
+    /// Replaces the file atomically, creating its folders.
+    fn file_write<'a>(&'a self, scope: &'a DataScope, path: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, Result<()>>;
+
+    /// `true` if the file existed.
+    fn file_delete<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, Result<bool>>;
+
+    /// Files whose path starts with `prefix`, sorted by path.
+    fn file_list<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, Result<Vec<FileEntry>>>;
+}
+
 /// Every store an agent needs, as trait objects, for the engine to hold.
 #[derive(Debug, Clone)]
 pub struct Stores {
@@ -143,4 +191,6 @@ pub struct Stores {
     pub events: Arc<dyn EventLog>,
     pub workspaces: Arc<dyn WorkspaceStore>,
     pub kv: Arc<dyn KvStore>,
+    /// Scoped `host.kv` and `host.files` (the host services of tool calls).
+    pub data: Arc<dyn HostDataStore>,
 }

@@ -18,6 +18,10 @@ pub enum Error {
     #[error("invalid kv key {key:?}: {reason}")]
     InvalidKey { key: String, reason: &'static str },
 
+    /// A `host.files` path that is not a plain relative path inside its area.
+    #[error("invalid file path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: &'static str },
+
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -66,6 +70,7 @@ impl Error {
             Error::SessionExists(id) => Error::SessionExists(id.clone()),
             Error::LogClosed(id) => Error::LogClosed(id.clone()),
             Error::InvalidKey { key, reason } => Error::InvalidKey { key: key.clone(), reason },
+            Error::InvalidPath { path, reason } => Error::InvalidPath { path: path.clone(), reason },
             Error::Io { path, source } => {
                 Error::Io { path: path.clone(), source: io::Error::new(source.kind(), source.to_string()) }
             }

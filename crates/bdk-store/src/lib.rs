@@ -8,8 +8,8 @@ pub mod fs;
 pub mod record;
 
 pub use api::{
-    BoxFuture, EventFollower, EventLog, EventStream, KvStore, NewEvent, SessionStore, SharedEvent, Stores,
-    WorkspaceStore,
+    BoxFuture, DataScope, EventFollower, EventLog, EventStream, FileEntry, HostDataStore, KvStore, NewEvent,
+    SessionStore, SharedEvent, Stores, WorkspaceStore,
 };
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo};

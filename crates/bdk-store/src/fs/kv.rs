@@ -1,9 +1,10 @@
-//! `host.kv` on disk: one JSON file per key under `kv/`, replaced atomically. Keys are
-//! percent-encoded into file names, so any key maps to exactly one plain file in that folder.
+//! `host.kv` on disk: one JSON file per key under a kv folder (`kv/` for the agent-wide store,
+//! `sessions/<id>/kv/` for one session's), replaced atomically. Keys are percent-encoded into
+//! file names, so any key maps to exactly one plain file in that folder.
 
 use std::fs;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -17,73 +18,90 @@ const MAX_FILE_STEM: usize = 240;
 
 impl KvStore for FsStore {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>>> {
-        let path = self.key_path(key);
-        Box::pin(blocking(move || {
-            let path = path?;
-            match fs::read(&path) {
-                Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::json(&path, e)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(Error::io(&path, e)),
-            }
-        }))
+        let dir = self.layout().kv_dir();
+        let key = key.to_owned();
+        Box::pin(blocking(move || get_in(&dir, &key)))
     }
 
     fn put<'a>(&'a self, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>> {
-        let path = self.key_path(key);
-        Box::pin(blocking(move || {
-            let path = path?;
-            let bytes = serde_json::to_vec(&value).map_err(Error::Encode)?;
-            write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))
-        }))
+        let dir = self.layout().kv_dir();
+        let key = key.to_owned();
+        Box::pin(blocking(move || put_in(&dir, &key, &value)))
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
-        let path = self.key_path(key);
         let dir = self.layout().kv_dir();
-        Box::pin(blocking(move || {
-            let path = path?;
-            match fs::remove_file(&path) {
-                Ok(()) => sync_dir(&dir).map(|()| true).map_err(|e| Error::io(&dir, e)),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-                Err(e) => Err(Error::io(&path, e)),
-            }
-        }))
+        let key = key.to_owned();
+        Box::pin(blocking(move || delete_in(&dir, &key)))
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         let dir = self.layout().kv_dir();
         let prefix = prefix.to_owned();
-        Box::pin(blocking(move || {
-            let entries = fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
-            let mut keys = Vec::new();
-            for entry in entries {
-                let entry = entry.map_err(|e| Error::io(&dir, e))?;
-                let name = entry.file_name();
-                let Some(key) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(decode) else {
-                    continue;
-                };
-                if key.starts_with(&prefix) {
-                    keys.push(key);
-                }
-            }
-            keys.sort();
-            Ok(keys)
-        }))
+        Box::pin(blocking(move || keys_in(&dir, &prefix)))
     }
 }
 
-impl FsStore {
-    fn key_path(&self, key: &str) -> Result<PathBuf> {
-        let invalid = |reason| Error::InvalidKey { key: key.to_owned(), reason };
-        if key.is_empty() {
-            return Err(invalid("empty"));
-        }
-        let stem = encode(key);
-        if stem.len() > MAX_FILE_STEM {
-            return Err(invalid("too long"));
-        }
-        Ok(self.layout().kv_dir().join(format!("{stem}.json")))
+// The blocking operations on one kv folder, shared by the agent-wide store and the scoped host
+// data (`host_data.rs`). A folder that does not exist yet reads as empty.
+
+pub(super) fn get_in(dir: &Path, key: &str) -> Result<Option<Value>> {
+    let path = key_path(dir, key)?;
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::json(&path, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(&path, e)),
     }
+}
+
+/// Stores `value` atomically, creating the folder if needed.
+pub(super) fn put_in(dir: &Path, key: &str, value: &Value) -> Result<()> {
+    let path = key_path(dir, key)?;
+    let bytes = serde_json::to_vec(value).map_err(Error::Encode)?;
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))
+}
+
+pub(super) fn delete_in(dir: &Path, key: &str) -> Result<bool> {
+    let path = key_path(dir, key)?;
+    match fs::remove_file(&path) {
+        Ok(()) => sync_dir(dir).map(|()| true).map_err(|e| Error::io(dir, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(&path, e)),
+    }
+}
+
+pub(super) fn keys_in(dir: &Path, prefix: &str) -> Result<Vec<String>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut keys = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(key) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(decode) else {
+            continue;
+        };
+        if key.starts_with(prefix) {
+            keys.push(key);
+        }
+    }
+    keys.sort();
+    Ok(keys)
+}
+
+fn key_path(dir: &Path, key: &str) -> Result<PathBuf> {
+    let invalid = |reason| Error::InvalidKey { key: key.to_owned(), reason };
+    if key.is_empty() {
+        return Err(invalid("empty"));
+    }
+    let stem = encode(key);
+    if stem.len() > MAX_FILE_STEM {
+        return Err(invalid("too long"));
+    }
+    Ok(dir.join(format!("{stem}.json")))
 }
 
 /// `[A-Za-z0-9_-]` stay; every other byte becomes `%XX`. No encoded name starts with `.`, so

@@ -12,7 +12,10 @@ use bdk_protocol::{CallId, SessionId};
 /// <root>/sessions/<id>/workspace/       the harness working directory
 /// <root>/traces/<sessionId>.ndjson      traces written by `run`
 /// <root>/tool-calls/<callId>/           scratch workspaces of direct tool calls
-/// <root>/kv/<key>.json                  host.kv values
+/// <root>/kv/<key>.json                  host.kv values shared by every session
+/// <root>/files/<path>                    host.files shared by every session
+/// <root>/sessions/<id>/kv/<key>.json     one session's own host.kv values
+/// <root>/sessions/<id>/files/<path>      one session's own host.files
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
@@ -75,6 +78,20 @@ impl Layout {
 
     pub fn kv_dir(&self) -> PathBuf {
         self.root.join("kv")
+    }
+
+    pub fn files_dir(&self) -> PathBuf {
+        self.root.join("files")
+    }
+
+    /// A session's own `host.kv` folder (deleted with the session).
+    pub fn session_kv_dir(&self, id: &SessionId) -> PathBuf {
+        self.session_dir(id).join("kv")
+    }
+
+    /// A session's own `host.files` folder (deleted with the session).
+    pub fn session_files_dir(&self, id: &SessionId) -> PathBuf {
+        self.session_dir(id).join("files")
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod atomic;
 mod follow;
+mod host_data;
 mod kv;
 mod layout;
 mod log;
@@ -81,6 +82,7 @@ impl FsStore {
             events: Arc::new(self.clone()),
             workspaces: Arc::new(self.clone()),
             kv: Arc::new(self.clone()),
+            data: Arc::new(self.clone()),
         }
     }
 

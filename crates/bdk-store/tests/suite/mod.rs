@@ -2,6 +2,7 @@
 
 mod durability;
 mod follow;
+mod host_data;
 mod indices;
 mod kv;
 mod recovery;
