@@ -217,6 +217,7 @@ mod tests {
                     ActionCall { call_id: a.clone(), tool_name: "add".into(), input: json!({"x": 1}) },
                     ActionCall { call_id: b.clone(), tool_name: "mul".into(), input: json!({}) },
                 ],
+                direct: None,
             }),
         );
         // A coalesced message recorded mid-turn.
@@ -230,6 +231,7 @@ mod tests {
                 result: json!(2),
                 duration_ms: 1,
                 stubbed: None,
+                direct: None,
             }),
         );
         log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 1 }));

@@ -95,6 +95,7 @@ pub(crate) async fn run_calls(
             dry_run: false,
             as_of: None,
             host: None,
+            identity: None,
         };
         let future = context.tools.call(invocation, context.cancel.child_token());
         set.spawn(async move {
@@ -154,6 +155,7 @@ fn result_event(call: &PreparedCall, outcome: &ToolOutcome, duration_ms: u64) ->
         result: outcome.result.clone(),
         duration_ms,
         stubbed: None,
+        direct: None,
     })
 }
 

@@ -187,6 +187,7 @@ async fn drive(
         let calls: Vec<PreparedCall> = output.tool_calls.iter().map(PreparedCall::new).collect();
         emit.push(EventData::ActionsRequested(ActionsRequested {
             calls: calls.iter().map(PreparedCall::action).collect(),
+            direct: None,
         }));
         if workspace.is_none() {
             workspace = match core.stores.workspaces.session_workspace(&context.session).await {

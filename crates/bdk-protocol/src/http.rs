@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{SessionId, TurnId};
+use serde_json::Value;
+
+use crate::ids::{CallId, SessionId, TurnId};
 
 /// `POST /v1/session`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -59,6 +61,37 @@ pub struct SessionResponse {
     /// The turn that runs the message (absent when coalesced into a running turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<TurnId>,
+}
+
+/// `POST /v1/tools/:name`: a direct tool call. `sessionId` and `continuationToken` are mutually
+/// exclusive; with neither, the call runs in a scratch workspace removed afterwards.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCallRequest {
+    /// The tool's input (absent: `{}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// `<channelId>:<key>` as `/v1/sessions` lists it, or a session's current `http:` token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
+}
+
+/// The answer to a direct tool call that ran: `isError` says whether the tool failed (the same
+/// result the model would have read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallResponse {
+    pub ok: bool,
+    pub tool_name: String,
+    pub call_id: CallId,
+    pub is_error: bool,
+    pub result: Value,
+    pub duration_ms: u64,
+    /// The bound session's workspace could not be created, so this read ran in a scratch one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scratch_workspace: bool,
 }
 
 /// Every error: `{ok:false, error:"<code>", message}`.

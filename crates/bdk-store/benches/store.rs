@@ -164,6 +164,7 @@ fn sample(n: usize) -> NewEvent {
                 tool_name: "get_weather".into(),
                 input: json!({"city": "Paris", "days": 1}),
             }],
+            direct: None,
         }),
         4 => EventData::ActionResult(ActionResult {
             call_id,
@@ -172,6 +173,7 @@ fn sample(n: usize) -> NewEvent {
             result: json!({"city": "Paris", "forecast": [{"day": "2025-06-02", "highC": 24, "lowC": 15, "sky": "sunny"}]}),
             duration_ms: 42,
             stubbed: None,
+            direct: None,
         }),
         17 => EventData::MessageCompleted(TextCompleted {
             text: "Tomorrow in Paris: sunny, high of 24°C and low of 15°C. A light jacket for the evening.".into(),

@@ -17,7 +17,7 @@ use tokio::process::{ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::process::{self, Capped, GroupGuard};
-use crate::{HostAccess, ToolInvocation, ToolOutcome};
+use crate::{CallIdentity, HostAccess, ToolInvocation, ToolOutcome};
 
 /// Environment variable names a command sees.
 pub mod env {
@@ -60,6 +60,7 @@ pub struct CallContext {
     pub dry_run: bool,
     pub as_of: Option<DateTime<Utc>>,
     pub host: Option<HostAccess>,
+    pub identity: Option<CallIdentity>,
 }
 
 impl CallContext {
@@ -73,13 +74,15 @@ impl CallContext {
             dry_run: invocation.dry_run,
             as_of: invocation.as_of,
             host: invocation.host.clone(),
+            identity: invocation.identity.clone(),
         }
     }
 
     /// The `context` object: `sessionId`, `turnId`, `callId`, `workspaceDir`, `stateRoot`,
-    /// `dryRun`, `asOf` (absent values are `null`).
+    /// `dryRun`, `asOf` (absent values are `null`), and for a direct call made with a
+    /// continuation token `channel` and `continuationKey` (absent otherwise).
     pub fn to_json(&self) -> Value {
-        json!({
+        let mut context = json!({
             "sessionId": self.session_id,
             "turnId": self.turn_id,
             "callId": self.call_id,
@@ -87,7 +90,12 @@ impl CallContext {
             "stateRoot": self.state_root.as_ref().map(|p| p.display().to_string()),
             "dryRun": self.dry_run,
             "asOf": self.as_of.map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
-        })
+        });
+        if let (Some(identity), Some(object)) = (&self.identity, context.as_object_mut()) {
+            object.insert("channel".into(), Value::String(identity.channel.clone()));
+            object.insert("continuationKey".into(), Value::String(identity.key.clone()));
+        }
+        context
     }
 
     /// Sets the `BDK_*` variables on `command`, and removes inherited ones this call lacks so a

@@ -73,6 +73,15 @@ impl fmt::Debug for HostAccess {
     }
 }
 
+/// Who a direct call acts for when it names a channel conversation (`<channelId>:<key>`), whether
+/// or not a session exists for it yet: the tool sees them as `context.channel` and
+/// `context.continuationKey`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallIdentity {
+    pub channel: String,
+    pub key: String,
+}
+
 /// One call, as the engine hands it to the registry.
 #[derive(Debug, Clone)]
 pub struct ToolInvocation {
@@ -89,6 +98,8 @@ pub struct ToolInvocation {
     pub as_of: Option<DateTime<Utc>>,
     /// Host services for this call (`BDK_HOST_URL` / `BDK_HOST_TOKEN`).
     pub host: Option<HostAccess>,
+    /// The channel conversation a direct call was made for (its continuation token).
+    pub identity: Option<CallIdentity>,
 }
 
 impl ToolInvocation {
@@ -104,6 +115,7 @@ impl ToolInvocation {
             dry_run: false,
             as_of: None,
             host: None,
+            identity: None,
         }
     }
 

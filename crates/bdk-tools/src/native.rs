@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{BoxFuture, HostAccess, ToolError, ToolInvocation};
+use crate::{BoxFuture, CallIdentity, HostAccess, ToolError, ToolInvocation};
 
 /// What a native call knows about itself.
 #[derive(Debug, Clone)]
@@ -34,6 +34,8 @@ pub struct ToolContext {
     pub as_of: Option<DateTime<Utc>>,
     /// The host services, scoped to this call's session.
     pub host: Option<HostAccess>,
+    /// The channel conversation a direct call was made for (its continuation token).
+    pub identity: Option<CallIdentity>,
 }
 
 impl ToolContext {
@@ -47,6 +49,7 @@ impl ToolContext {
             dry_run: invocation.dry_run,
             as_of: invocation.as_of,
             host: invocation.host.clone(),
+            identity: invocation.identity.clone(),
         }
     }
 }

@@ -219,6 +219,10 @@ pub struct ActionCall {
 #[serde(rename_all = "camelCase")]
 pub struct ActionsRequested {
     pub calls: Vec<ActionCall>,
+    /// A direct call (`POST /v1/tools/:name`, `bdk call`) bound to the session, not the model's:
+    /// recorded under its own turnId and never part of the conversation sent to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<bool>,
 }
 
 /// `action.result`: one tool call finished. `isError` results go back to the model.
@@ -233,6 +237,9 @@ pub struct ActionResult {
     /// The call was not run because the session is a dry run; `result` is the stub.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stubbed: Option<bool>,
+    /// The result of a direct call (see [`ActionsRequested::direct`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<bool>,
 }
 
 /// `action.approval_requested`: a tool call is parked until a person decides.

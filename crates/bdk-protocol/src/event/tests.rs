@@ -66,6 +66,7 @@ fn samples() -> Vec<EventData> {
                 tool_name: "get_weather".into(),
                 input: json!({"city": "Paris", "days": [1, 2]}),
             }],
+            direct: Some(true),
         }),
         EventData::ActionResult(ActionResult {
             call_id: call("tool_get_weather_01"),
@@ -74,6 +75,7 @@ fn samples() -> Vec<EventData> {
             result: json!({"tempC": 21.5}),
             duration_ms: 12,
             stubbed: Some(false),
+            direct: Some(true),
         }),
         EventData::ApprovalRequested(ApprovalRequested {
             call_id: call("tool_promote_02"),
