@@ -10,6 +10,7 @@
 //! the session's log, so an idle session costs no task. The next request re-creates it from the
 //! store; nothing it holds is not also on disk.
 
+use std::mem;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,10 +27,12 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::api::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
 use crate::conversation::Conversation;
+use crate::dispatch::ToolSettings;
 use crate::engine::{Core, check_followable, check_owner};
 use crate::error::{EngineError, Result};
 use crate::tokens;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
+use crate::workspace::WorkspacePrep;
 
 /// What a session's actor is asked to do.
 #[derive(Debug)]
@@ -77,6 +80,10 @@ pub(crate) struct Actor {
     running: Option<Running>,
     /// Coalesced messages already recorded, waiting for the follow-up turn.
     pending: usize,
+    /// The `workspaceFiles` of those messages, written before that turn.
+    pending_files: Vec<(String, String)>,
+    /// Set once this actor's first turn has materialized the session workspace.
+    workspace_ready: Arc<AtomicBool>,
     /// The conversation folded from the log so far, lent to each turn and handed back.
     conversation: Option<Conversation>,
     /// Mirrors `running.is_some()` for `Engine::is_busy`.
@@ -86,7 +93,18 @@ pub(crate) struct Actor {
 impl Actor {
     pub fn new(core: Arc<Core>, id: SessionId, record: Option<SessionRecord>, busy: Arc<AtomicBool>) -> Self {
         let cancel = core.root.child_token();
-        Actor { core, id, record, cancel, running: None, pending: 0, conversation: None, busy }
+        Actor {
+            core,
+            id,
+            record,
+            cancel,
+            running: None,
+            pending: 0,
+            pending_files: Vec::new(),
+            workspace_ready: Arc::default(),
+            conversation: None,
+            busy,
+        }
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
@@ -167,7 +185,7 @@ impl Actor {
             NewEvent::new(EventData::MessageReceived(received)),
         ])
         .await?;
-        let turn_id = self.start_turn();
+        let turn_id = self.start_turn(request.workspace_files);
         Ok(SessionStarted {
             session_id: self.id.clone(),
             continuation_token: record.continuation_token.unwrap_or_default(),
@@ -196,9 +214,13 @@ impl Actor {
         let continuation_token = self.rotate_token().await?;
         let turn_id = if coalesce {
             self.pending += 1;
+            self.pending_files.extend(request.workspace_files);
             None
         } else {
-            Some(self.start_turn())
+            // Files of messages coalesced earlier go first; the newest message's win.
+            let mut files = mem::take(&mut self.pending_files);
+            files.extend(request.workspace_files);
+            Some(self.start_turn(files))
         };
         Ok(FollowUpAccepted { continuation_token, turn_id })
     }
@@ -206,6 +228,7 @@ impl Actor {
     async fn stop(&mut self, principal: &Principal) -> Result<()> {
         check_owner(self.record().await?, principal)?;
         self.pending = 0;
+        self.pending_files.clear();
         if let Some(outcome) = self.interrupt().await {
             self.close(outcome).await?;
         }
@@ -228,15 +251,20 @@ impl Actor {
         Ok(token)
     }
 
-    fn start_turn(&mut self) -> TurnId {
+    /// Starts a turn; `files` are its message's `workspaceFiles`.
+    fn start_turn(&mut self, files: Vec<(String, String)>) -> TurnId {
         let turn_id = TurnId::generate();
         let cancel = self.cancel.child_token();
+        let settings =
+            self.record.as_ref().map(|r| ToolSettings { dry_run: r.dry_run, as_of: r.as_of }).unwrap_or_default();
         let context = TurnContext {
             core: self.core.clone(),
             session: self.id.clone(),
             turn: turn_id.clone(),
             cancel: cancel.clone(),
             conversation: self.conversation.take().unwrap_or_default(),
+            settings,
+            workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });
@@ -265,7 +293,8 @@ impl Actor {
         let result = if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
             self.pending = 0;
             let written = self.append(outcome.closing).await;
-            self.start_turn();
+            let files = mem::take(&mut self.pending_files);
+            self.start_turn(files);
             written
         } else {
             self.close(outcome).await

@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bdk_model::{ModelProvider, Price};
-use bdk_protocol::event::{SessionMode, Usage};
-use bdk_protocol::{Event, SessionId, TurnId};
+use bdk_protocol::event::{ApprovalDecision, SessionMode, Usage};
+use bdk_protocol::{CallId, Event, SessionId, TurnId};
 use bdk_store::{EventStream, SessionRecord, Stores};
 use bdk_tools::ToolRegistry;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::approvals::PendingApproval;
 use crate::engine::Core;
 use crate::error::Result;
 
@@ -154,6 +155,10 @@ pub struct EngineOptions {
     /// Token prices for cost estimates. `None`: the built-in table's price for the provider's
     /// model, when it has one (else costs are recorded as 0).
     pub price: Option<Price>,
+    /// Mints the `BDK_HOST_URL` / `BDK_HOST_TOKEN` a command uses to reach the host services
+    /// (the server's token table). `None`: commands get none; native tools still get the
+    /// services in-process.
+    pub host: Option<Arc<dyn crate::host::HostAuthority>>,
 }
 
 /// One agent's session engine. Clone it freely.
@@ -236,6 +241,25 @@ impl Engine {
         let events = self.inner.stores.events.read(session, 0, None).await;
         self.inner.release_if_idle(session);
         Ok(crate::cost::cost_report(session, &events?))
+    }
+
+    /// The session's tool calls waiting for a person's approval, oldest first (owner-checked).
+    pub async fn approvals(&self, session: &SessionId, principal: &Principal) -> Result<Vec<PendingApproval>> {
+        self.inner.approvals(session, principal).await
+    }
+
+    /// Approves or denies one parked call (owner-checked). Returns once
+    /// `action.approval_resolved` is durable; the call then runs (approve) or the model is told
+    /// it was denied. A call that is not parked (unknown, already decided, or its turn ended) is
+    /// `ApprovalNotFound`; `ApprovalDecision::Expired` is `InvalidRequest`.
+    pub async fn resolve_approval(
+        &self,
+        session: &SessionId,
+        call_id: &CallId,
+        decision: ApprovalDecision,
+        principal: &Principal,
+    ) -> Result<PendingApproval> {
+        self.inner.resolve_approval(session, call_id, decision, principal).await
     }
 
     /// Whether a turn of this session is running or queued right now (direct tool calls bound

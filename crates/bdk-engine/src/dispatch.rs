@@ -4,7 +4,10 @@
 //! recorded as cancelled errors so every `actions.requested` entry has its result.
 //!
 //! Arguments the model wrote as broken JSON never reach a tool: the model is told (an error
-//! result), the turn goes on. Tool failures are always "tell the model" here; only the model,
+//! result), the turn goes on. A call whose input is valid and that the registry says needs
+//! approval is parked first (`approvals.rs`): it runs once a person approves it, and a denial is
+//! an error result the model reads. In a dry-run session a write is stubbed without parking:
+//! nothing would run for a person to approve. Tool failures are always "tell the model" here; only the model,
 //! the step budget, cancellation or storage can fail a turn.
 
 use std::path::PathBuf;
@@ -12,14 +15,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bdk_model::ToolCall;
-use bdk_protocol::event::{ActionCall, ActionResult};
+use bdk_protocol::event::{ActionCall, ActionResult, ApprovalDecision, ApprovalRequested};
 use bdk_protocol::{CallId, EventData, SessionId, TurnId};
-use bdk_tools::{ToolInvocation, ToolOutcome, ToolRegistry};
+use bdk_tools::{Effect, ToolInvocation, ToolOutcome, ToolRegistry};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
+use crate::host::{HostLease, HostScope};
 
 /// A tool call as the engine records and runs it.
 #[derive(Debug, Clone)]
@@ -66,6 +73,27 @@ pub(crate) struct DispatchContext<'a> {
     pub turn: &'a TurnId,
     pub workspace: Option<PathBuf>,
     pub cancel: &'a CancellationToken,
+    pub settings: ToolSettings,
+    pub approvals: &'a Approvals,
+    /// For each call's host services (`host.rs`).
+    pub core: &'a Arc<crate::engine::Core>,
+}
+
+/// The session's settings every tool call carries.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ToolSettings {
+    /// Writes are stubbed (the session was created with `dryRun`).
+    pub dry_run: bool,
+    /// `time_args` are enforced against this instant (the session's `asOf`).
+    pub as_of: Option<DateTime<Utc>>,
+}
+
+/// What a call's task hands back.
+enum Landed {
+    /// The call ran (or was refused by the registry).
+    Ran { index: usize, outcome: ToolOutcome, duration_ms: u64 },
+    /// A parked call was decided (`None`: withdrawn without a decision).
+    Decided { index: usize, resolution: Option<Resolution> },
 }
 
 /// Runs `calls`, recording each result as it lands. Returns the results in call order and
@@ -77,6 +105,7 @@ pub(crate) async fn run_calls(
 ) -> bdk_store::Result<(Vec<Finished>, bool)> {
     let mut results: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
     let mut set = JoinSet::new();
+    let mut parked = ParkedCalls::new(context.approvals, context.session);
     for (index, call) in calls.iter().enumerate() {
         if let Some(message) = &call.invalid {
             let outcome = ToolOutcome::error(message.clone());
@@ -84,25 +113,17 @@ pub(crate) async fn run_calls(
             results[index] = Some(outcome);
             continue;
         }
-        let invocation = ToolInvocation {
-            call_id: call.call_id.clone(),
-            name: call.name.clone(),
-            input: call.input.clone(),
-            session_id: Some(context.session.clone()),
-            turn_id: Some(context.turn.clone()),
-            workspace: context.workspace.clone(),
-            // Wired by the engine: the session's dryRun, asOf and host access.
-            dry_run: false,
-            as_of: None,
-            host: None,
-            identity: None,
-        };
-        let future = context.tools.call(invocation, context.cancel.child_token());
-        set.spawn(async move {
-            let started = Instant::now();
-            let outcome = future.await;
-            (index, outcome, started.elapsed().as_millis() as u64)
-        });
+        if needs_approval(&context, call) {
+            let decided = parked.park(context.turn, &call.call_id, &call.name, &call.input);
+            emit.push(EventData::ApprovalRequested(ApprovalRequested {
+                call_id: call.call_id.clone(),
+                tool_name: call.name.clone(),
+                input: call.input.clone(),
+            }));
+            set.spawn(wait_for_decision(index, decided));
+            continue;
+        }
+        start_call(&mut set, &context, index, call);
     }
     emit.flush().await?;
 
@@ -115,8 +136,25 @@ pub(crate) async fn run_calls(
                 break;
             }
             joined = set.join_next() => match joined {
-                Some(Ok((index, outcome, duration_ms))) => {
+                Some(Ok(Landed::Ran { index, outcome, duration_ms })) => {
                     emit.send(result_event(&calls[index], &outcome, duration_ms)).await?;
+                    results[index] = Some(outcome);
+                }
+                Some(Ok(Landed::Decided { index, resolution: Some(resolution) })) => {
+                    let call = &calls[index];
+                    emit.send(approvals::resolved_event(&call.call_id, &call.name, &resolution)).await?;
+                    let _ = resolution.recorded.send(());
+                    if resolution.decision == ApprovalDecision::Approve {
+                        start_call(&mut set, &context, index, call);
+                    } else {
+                        let outcome = ToolOutcome::error(approvals::DENIED);
+                        emit.send(result_event(call, &outcome, 0)).await?;
+                        results[index] = Some(outcome);
+                    }
+                }
+                Some(Ok(Landed::Decided { index, resolution: None })) => {
+                    let outcome = ToolOutcome::error("the approval request was withdrawn; the call was not run");
+                    emit.send(result_event(&calls[index], &outcome, 0)).await?;
                     results[index] = Some(outcome);
                 }
                 Some(Err(error)) => {
@@ -128,6 +166,7 @@ pub(crate) async fn run_calls(
         }
     }
     set.abort_all();
+    drop(parked);
 
     let mut finished = Vec::with_capacity(calls.len());
     for (call, result) in calls.iter().zip(results) {
@@ -147,6 +186,46 @@ pub(crate) async fn run_calls(
     Ok((finished, cancelled))
 }
 
+/// Whether `call` must wait for a person: its input is valid (an invalid one is answered with
+/// the validation errors at once), the registry says so, and it would really run.
+fn needs_approval(context: &DispatchContext<'_>, call: &PreparedCall) -> bool {
+    let tools = context.tools;
+    tools.validate_input(&call.name, &call.input).is_ok()
+        && tools.needs_approval(&call.name, &call.input)
+        && !(context.settings.dry_run && tools.effect(&call.name, &call.input) == Effect::Write)
+}
+
+/// Runs one call as a task of `set`.
+fn start_call(set: &mut JoinSet<Landed>, context: &DispatchContext<'_>, index: usize, call: &PreparedCall) {
+    // The call's host services live exactly as long as its task (revoked when it returns).
+    let lease = HostLease::grant(context.core, HostScope::session(context.session.clone(), call.call_id.clone()));
+    let mut invocation = ToolInvocation {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        input: call.input.clone(),
+        session_id: Some(context.session.clone()),
+        turn_id: Some(context.turn.clone()),
+        workspace: context.workspace.clone(),
+        dry_run: context.settings.dry_run,
+        as_of: context.settings.as_of,
+        host: None,
+        identity: None,
+        services: None,
+    };
+    lease.apply(&mut invocation);
+    let future = context.tools.call(invocation, context.cancel.child_token());
+    set.spawn(async move {
+        let _lease = lease;
+        let started = Instant::now();
+        let outcome = future.await;
+        Landed::Ran { index, outcome, duration_ms: started.elapsed().as_millis() as u64 }
+    });
+}
+
+async fn wait_for_decision(index: usize, decided: oneshot::Receiver<Resolution>) -> Landed {
+    Landed::Decided { index, resolution: decided.await.ok() }
+}
+
 fn result_event(call: &PreparedCall, outcome: &ToolOutcome, duration_ms: u64) -> EventData {
     EventData::ActionResult(ActionResult {
         call_id: call.call_id.clone(),
@@ -154,7 +233,7 @@ fn result_event(call: &PreparedCall, outcome: &ToolOutcome, duration_ms: u64) ->
         is_error: outcome.is_error,
         result: outcome.result.clone(),
         duration_ms,
-        stubbed: None,
+        stubbed: outcome.stubbed.then_some(true),
         direct: None,
     })
 }

@@ -26,6 +26,7 @@ use crate::api::{
     AgentConfig, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, SessionStarted, SessionSummary,
     StartSession,
 };
+use crate::approvals::Approvals;
 use crate::error::{EngineError, Result};
 use crate::{status, tokens};
 
@@ -48,6 +49,10 @@ pub(crate) struct Core {
     draining: AtomicBool,
     /// One token per running turn, held until the turn's final events are durable.
     pub turns: TaskTracker,
+    /// Tool calls parked until a person approves or denies them.
+    pub approvals: Approvals,
+    /// The host services' authority and state (`host.rs`).
+    pub host: crate::host::HostState,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -79,6 +84,8 @@ impl Core {
             root: CancellationToken::new(),
             draining: AtomicBool::new(false),
             turns: TaskTracker::new(),
+            approvals: Approvals::default(),
+            host: crate::host::HostState::new(options.host),
             actors: Mutex::new(HashMap::new()),
         })
     }
@@ -165,6 +172,9 @@ impl Core {
             return Err(EngineError::Draining);
         }
         check_message(&request.message)?;
+        if let Some(as_of) = request.as_of {
+            check_as_of(self.tools.as_ref(), as_of)?;
+        }
         let id = SessionId::generate();
         let token = match &request.continuation_key {
             Some(key) => tokens::channel_token(&request.channel, key)?,
@@ -263,6 +273,18 @@ fn check_message(message: &str) -> Result<()> {
         return Err(EngineError::InvalidRequest("the message is empty".into()));
     }
     Ok(())
+}
+
+/// A session created with `asOf`: the instant may not be in the future, and every tool's
+/// `time_args` must name properties of its input schema (else nothing would be checked).
+fn check_as_of(tools: &dyn ToolRegistry, as_of: chrono::DateTime<chrono::Utc>) -> Result<()> {
+    if as_of > chrono::Utc::now() {
+        return Err(EngineError::InvalidRequest(format!("asOf {} is in the future", as_of.to_rfc3339())));
+    }
+    match tools.time_args_refusal() {
+        Some(refusal) => Err(EngineError::InvalidTimeArgs(refusal)),
+        None => Ok(()),
+    }
 }
 
 /// What a caller sees when an actor went away without answering (it panicked).

@@ -1,7 +1,7 @@
 //! Engine errors. Each has a stable code the HTTP layer maps to a status (`code()`), and a
 //! message safe to show the caller.
 
-use bdk_protocol::SessionId;
+use bdk_protocol::{CallId, SessionId};
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
@@ -28,6 +28,13 @@ pub enum EngineError {
     /// The request itself is malformed (empty message, bad token shape). HTTP 400.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A session with `asOf` cannot start: a tool's `time_args` names no input property. HTTP 400.
+    #[error("{0}")]
+    InvalidTimeArgs(String),
+    /// No call of this session is waiting for approval under that id (unknown, already
+    /// decided, or its turn ended). HTTP 404.
+    #[error("no tool call {0} is waiting for approval in this session")]
+    ApprovalNotFound(CallId),
     /// Storage failed; nothing was acknowledged. HTTP 500.
     #[error("storage: {0}")]
     Store(#[from] bdk_store::Error),
@@ -44,6 +51,8 @@ impl EngineError {
             EngineError::NotFollowable(_) => "session_not_followable",
             EngineError::Draining => "shutting_down",
             EngineError::InvalidRequest(_) => "invalid_request",
+            EngineError::InvalidTimeArgs(_) => "invalid_time_args",
+            EngineError::ApprovalNotFound(_) => "approval_not_found",
             EngineError::Store(_) => "internal_error",
         }
     }

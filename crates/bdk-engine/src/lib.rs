@@ -12,6 +12,7 @@
 mod actor;
 mod admission;
 mod api;
+mod approvals;
 mod conversation;
 mod cost;
 mod dispatch;
@@ -25,8 +26,10 @@ mod stream;
 mod tokens;
 mod trajectory;
 mod turn;
+mod workspace;
 
 pub use api::*;
+pub use approvals::{DENIED, EXPIRED, PendingApproval};
 pub use cost::cost_report;
 pub use error::{EngineError, Result};
 pub use recovery::RESTARTED;

@@ -3,6 +3,10 @@
 //! restarted), and a session whose log does not end settled gets its closing event: chat
 //! sessions `session.waiting` (they take follow-ups again), task sessions `session.completed`
 //! or `session.failed`. Running it twice changes nothing the second time.
+//!
+//! Tool calls the open turn had parked for approval are closed first, before its `turn.failed`:
+//! `action.approval_resolved` with decision `expired` and an `isError` `action.result` saying the
+//! approval expired (see `approvals.rs`), so every requested call has its result.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,6 +15,7 @@ use bdk_protocol::event::{SessionCompleted, SessionFailed, SessionMode, SessionW
 use bdk_protocol::{Event, EventData, TurnId};
 use bdk_store::{NewEvent, SessionRecord};
 
+use crate::approvals;
 use crate::engine::Core;
 use crate::error::Result;
 use crate::status;
@@ -42,18 +47,16 @@ async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
         return Ok(0);
     }
     let open = open_turns(&events);
-    let mut append: Vec<NewEvent> = open
-        .iter()
-        .map(|turn| {
-            let failed = TurnFailed {
-                status: TurnFailStatus::Failed,
-                message: RESTARTED.to_owned(),
-                usage: None,
-                estimated_cost_usd: None,
-            };
-            NewEvent::in_turn(turn.clone(), EventData::TurnFailed(failed))
-        })
-        .collect();
+    let mut append = approvals::expire_parked(&events, &open);
+    append.extend(open.iter().map(|turn| {
+        let failed = TurnFailed {
+            status: TurnFailStatus::Failed,
+            message: RESTARTED.to_owned(),
+            usage: None,
+            estimated_cost_usd: None,
+        };
+        NewEvent::in_turn(turn.clone(), EventData::TurnFailed(failed))
+    }));
     let settle = match record.mode {
         SessionMode::Chat => EventData::SessionWaiting(SessionWaiting {}),
         SessionMode::Task => match last_turn_end(&events) {

@@ -20,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
-use crate::dispatch::{self, DispatchContext, PreparedCall, result_text};
+use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
 use crate::engine::Core;
 use crate::stream::{self, StepEnd};
+use crate::workspace::{self, WorkspacePrep};
 
 /// The reason recorded when a turn is stopped or preempted.
 pub const INTERRUPTED: &str = "turn interrupted";
@@ -39,6 +40,10 @@ pub(crate) struct TurnContext {
     pub cancel: CancellationToken,
     /// The session's conversation fold so far (empty: fold the whole log).
     pub conversation: Conversation,
+    /// The session's dry-run and `asOf` settings, for every tool call.
+    pub settings: ToolSettings,
+    /// What to prepare in the session workspace before the first step.
+    pub workspace: WorkspacePrep,
 }
 
 /// How a turn ended, for the actor.
@@ -155,7 +160,7 @@ async fn drive(
         .collect();
     emit.push(EventData::TurnStarted(TurnStarted { model: Some(core.model.clone()) }));
 
-    let mut workspace = None;
+    let mut workspace = workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?;
     let max_steps = core.config.max_steps.max(1);
     for step in 0..max_steps {
         emit.send(EventData::StepStarted(StepStarted { step })).await?;
@@ -204,6 +209,9 @@ async fn drive(
             turn: &context.turn,
             workspace: workspace.clone(),
             cancel,
+            settings: context.settings,
+            approvals: &core.approvals,
+            core,
         };
         let (finished, cancelled) = dispatch::run_calls(dispatch, emit, &calls).await?;
         messages.push(Message::Assistant {

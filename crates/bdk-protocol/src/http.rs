@@ -20,8 +20,9 @@ pub struct StartSessionRequest {
     /// Write tools are stubbed instead of run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
-    /// Tools see the world as of this time (`time_args` bounds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tools see the world as of this time (`time_args` bounds). An RFC 3339 instant with a
+    /// timezone (`2025-01-31T12:00:00Z`), not in the future.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rfc3339::option")]
     pub as_of: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
@@ -101,4 +102,19 @@ pub struct ErrorResponse {
     pub error: String,
     #[serde(default)]
     pub message: String,
+}
+
+/// Instants given in request bodies: RFC 3339 with a timezone, and a message saying so.
+mod rfc3339 {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer};
+
+    pub fn option<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(deserializer)? else { return Ok(None) };
+        DateTime::parse_from_rfc3339(&text).map(|t| Some(t.with_timezone(&Utc))).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "asOf must be an RFC 3339 instant with a timezone, like 2025-01-31T12:00:00Z, not {text:?}"
+            ))
+        })
+    }
 }

@@ -87,7 +87,8 @@ impl From<EngineError> for ApiError {
                 StatusCode::CONFLICT
             }
             EngineError::Draining => StatusCode::SERVICE_UNAVAILABLE,
-            EngineError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            EngineError::InvalidRequest(_) | EngineError::InvalidTimeArgs(_) => StatusCode::BAD_REQUEST,
+            EngineError::ApprovalNotFound(_) => StatusCode::NOT_FOUND,
             EngineError::Store(_) => return ApiError::internal(&err),
         };
         ApiError::new(status, err.code(), err.to_string())

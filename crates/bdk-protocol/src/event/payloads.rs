@@ -251,15 +251,18 @@ pub struct ApprovalRequested {
     pub input: Value,
 }
 
-/// A person's answer to an approval request; the same words as the approvals route body.
+/// How an approval request ended. `approve` and `deny` are a person's answer, the same words
+/// as the approvals route body; `expired` is recorded by restart recovery for a call that was
+/// still parked when the host stopped (the route never accepts it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalDecision {
     Approve,
     Deny,
+    Expired,
 }
 
-/// `action.approval_resolved`: the parked call was approved or denied.
+/// `action.approval_resolved`: the parked call was approved, denied, or expired.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalResolved {
