@@ -203,6 +203,8 @@ pub fn resolve(input: &ModelInput, env: &dyn Fn(&str) -> Option<String>) -> Reso
     let agent_model = set(&input.agent.model);
     let price = match input.agent.pricing {
         Some(price) if agent_kept && agent_model.as_deref().is_none_or(|m| m == model) => Some(price),
+        // The scripted provider calls no paid model, whatever id it was given.
+        _ if provider == Some(ProviderKind::Scripted) => None,
         _ => price_for(&model),
     };
 
