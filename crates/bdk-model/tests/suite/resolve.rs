@@ -167,3 +167,13 @@ async fn scripted_only_when_asked_for() {
     let events: Vec<ModelEvent> = items.into_iter().map(Result::unwrap).collect();
     assert_eq!(text_of(&events), "from the script");
 }
+
+#[test]
+fn scripted_runs_cost_nothing_even_under_a_priced_model_id() {
+    // `BDK_MODEL_PROVIDER=scripted` on a project that keeps the default `grok-4.5` id.
+    let resolved = resolve(&ModelInput::default(), &env(&[("BDK_MODEL_PROVIDER", "scripted")]));
+    assert_eq!(resolved.model, "grok-4.5");
+    assert_eq!(resolved.price, None, "a scripted turn must not be billed at grok prices");
+    let priced = resolve(&ModelInput::default(), &env(&[("XAI_API_KEY", "k")]));
+    assert!(priced.price.is_some());
+}
