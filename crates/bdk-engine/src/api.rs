@@ -262,6 +262,12 @@ impl Engine {
         self.inner.resolve_approval(session, call_id, decision, principal).await
     }
 
+    /// The host services (kv, files, send, callTool) for `scope`, live as long as the returned
+    /// value: what the server's host routes call once a token has resolved to its scope.
+    pub fn host_services(&self, scope: crate::host::HostScope) -> Arc<dyn bdk_tools::HostServices> {
+        crate::host::services(&self.inner, scope)
+    }
+
     /// Whether a turn of this session is running or queued right now (direct tool calls bound
     /// to the session answer `session_busy` while it is).
     pub fn is_busy(&self, session: &SessionId) -> bool {

@@ -10,6 +10,7 @@
 //! - [`validate`]: compiled input schemas and schema predicates.
 //! - [`policy`]: effect, approval, dry-run stub, `time_args`.
 //! - [`native`]: tools written in Rust ([`NativeTool`]).
+//! - [`host`]: the host services a call reaches ([`HostServices`]: kv, files, send, callTool).
 //! - [`builtins`]: read, ls, glob, grep, write, edit, shell on the session workspace.
 //! - [`workspace`]: session workspace materialization and path confinement.
 //! - [`registry`]: [`ProjectTools`], which puts them behind [`ToolRegistry`].
@@ -27,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub mod builtins;
 pub mod command;
 mod error;
+pub mod host;
 pub mod native;
 pub mod persistent;
 pub mod policy;
@@ -36,6 +38,7 @@ pub mod validate;
 pub mod workspace;
 
 pub use error::{Error, Result, ToolError};
+pub use host::{HostError, HostServices, Scope};
 pub use native::{NativeTool, ToolContext};
 pub use policy::Effect;
 pub use registry::{ProjectTools, ProjectToolsBuilder, RegistryOptions, ToolInfo, ToolKind};
@@ -100,6 +103,8 @@ pub struct ToolInvocation {
     pub host: Option<HostAccess>,
     /// The channel conversation a direct call was made for (its continuation token).
     pub identity: Option<CallIdentity>,
+    /// The same host services in-process, for native tools ([`ToolContext::services`]).
+    pub services: Option<std::sync::Arc<dyn HostServices>>,
 }
 
 impl ToolInvocation {
@@ -116,6 +121,7 @@ impl ToolInvocation {
             as_of: None,
             host: None,
             identity: None,
+            services: None,
         }
     }
 

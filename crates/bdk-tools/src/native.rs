@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{BoxFuture, CallIdentity, HostAccess, ToolError, ToolInvocation};
+use crate::{BoxFuture, CallIdentity, HostAccess, HostServices, ToolError, ToolInvocation};
 
 /// What a native call knows about itself.
 #[derive(Debug, Clone)]
@@ -36,6 +36,9 @@ pub struct ToolContext {
     pub host: Option<HostAccess>,
     /// The channel conversation a direct call was made for (its continuation token).
     pub identity: Option<CallIdentity>,
+    /// The host services in-process (kv, files, send, callTool), bound to this call's session
+    /// and valid until the call returns. See [`ToolContext::services`].
+    pub services: Option<Arc<dyn HostServices>>,
 }
 
 impl ToolContext {
@@ -50,7 +53,19 @@ impl ToolContext {
             as_of: invocation.as_of,
             host: invocation.host.clone(),
             identity: invocation.identity.clone(),
+            services: invocation.services.clone(),
         }
+    }
+
+    /// The host services of this call (the reference's `ctx.host` and `ctx.send`), or an error
+    /// the model can read when the engine running the call offers none:
+    ///
+    /// ```ignore
+    /// let host = ctx.services()?;
+    /// host.kv_put(Scope::Session, "seen".into(), json!(true)).await?;
+    /// ```
+    pub fn services(&self) -> Result<&dyn HostServices, ToolError> {
+        self.services.as_deref().ok_or_else(|| ToolError::new("host services are not available to this call"))
     }
 }
 

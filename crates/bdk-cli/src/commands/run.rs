@@ -48,7 +48,7 @@ async fn run_turn(project: bdk_project::Project, args: &RunArgs) -> anyhow::Resu
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
     let stores = store.stores();
-    let options = EngineOptions { price: resolved.price };
+    let options = EngineOptions { price: resolved.price, ..EngineOptions::default() };
     let config = AgentConfig::from_project(&project);
     let tools = mount::tools(&project, &dir)?;
     let engine = Engine::with_options(config, stores.clone(), provider, tools, options);

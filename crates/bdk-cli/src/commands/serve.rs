@@ -89,7 +89,7 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions { price: resolved.price };
+        let options = EngineOptions { price: resolved.price, ..EngineOptions::default() };
         let tools = mount::tools(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(

@@ -1,0 +1,338 @@
+//! Host services for tool calls (DESIGN.md §3): the engine's implementation of
+//! [`bdk_tools::HostServices`] (kv, files, send, callTool) bound to one call's session, and the
+//! lease that gives a call those services for exactly as long as it runs.
+//!
+//! Two transports reach the same implementation. A native tool gets it in-process
+//! (`ToolInvocation::services`). A command gets `BDK_HOST_URL` and `BDK_HOST_TOKEN` from a
+//! [`HostAuthority`] (the server's token table; the engine never names it), and the server's
+//! host routes resolve the token back to a [`HostScope`] and call
+//! [`Engine::host_services`](crate::Engine::host_services).
+//! Dropping the lease — the call returned, was cancelled or its task aborted — revokes the token
+//! and turns the in-process services inert, so neither outlives the call.
+//!
+//! Scoping: `session` data is keyed by the scope's session id, which only the engine sets, so
+//! no request can name another session's data. `agent` data is the agent-wide store.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use bdk_protocol::event::SessionMode;
+use bdk_protocol::{CallId, SessionId};
+use bdk_store::DataScope;
+use bdk_tools::host::{CallOutcome, FileEntry, HostErrorKind, HostIdentity, HostResult, SendOutcome, SendRequest};
+use bdk_tools::{BoxFuture, HostAccess, HostError, HostServices, Scope, ToolInvocation};
+use serde_json::Value;
+
+use crate::api::{Admission, FollowUp, Principal, StartSession};
+use crate::engine::Core;
+use crate::error::EngineError;
+
+/// Who a grant of host services acts for: one tool call, in a session or (for a direct call)
+/// in none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostScope {
+    pub session_id: Option<SessionId>,
+    pub call_id: CallId,
+    /// Who `send` acts as. `None`: the session's owner (read when needed).
+    pub principal: Option<Principal>,
+}
+
+impl HostScope {
+    /// A call of a session's turn, acting as the session's owner.
+    pub fn session(session_id: SessionId, call_id: CallId) -> Self {
+        Self { session_id: Some(session_id), call_id, principal: None }
+    }
+}
+
+/// Mints the credentials a command uses to reach the host services over HTTP. The server
+/// implements it (an in-memory token table); the engine calls `grant` when a call starts and
+/// `revoke` when it returns, and never knows the URL or how tokens are checked.
+pub trait HostAuthority: Send + Sync + fmt::Debug {
+    /// Credentials for `scope`, or `None` when no listener can serve them (then commands get no
+    /// `BDK_HOST_URL`; native tools still get the services in-process).
+    fn grant(&self, scope: &HostScope) -> Option<HostAccess>;
+
+    /// Invalidates credentials `grant` returned. Idempotent.
+    fn revoke(&self, access: &HostAccess);
+}
+
+/// The engine's host-service state: the authority and the lock that makes `send` with a
+/// continuation key find-or-create atomically.
+#[derive(Debug, Default)]
+pub(crate) struct HostState {
+    pub authority: Option<Arc<dyn HostAuthority>>,
+    send_lock: tokio::sync::Mutex<()>,
+}
+
+impl HostState {
+    pub fn new(authority: Option<Arc<dyn HostAuthority>>) -> Self {
+        Self { authority, send_lock: tokio::sync::Mutex::new(()) }
+    }
+}
+
+/// A call's host services, held for as long as the call runs. Dropping it revokes them.
+#[derive(Debug)]
+pub(crate) struct HostLease {
+    access: Option<HostAccess>,
+    authority: Option<Arc<dyn HostAuthority>>,
+    services: Arc<EngineHost>,
+}
+
+impl HostLease {
+    /// Grants host services to the call `scope` names.
+    pub fn grant(core: &Arc<Core>, scope: HostScope) -> Self {
+        let authority = core.host.authority.clone();
+        let access = authority.as_ref().and_then(|authority| authority.grant(&scope));
+        let services = Arc::new(EngineHost::new(Arc::downgrade(core), scope));
+        HostLease { access, authority, services }
+    }
+
+    /// Sets the invocation's `host` (for commands) and `services` (for native tools).
+    pub fn apply(&self, invocation: &mut ToolInvocation) {
+        invocation.host = self.access.clone();
+        invocation.services = Some(self.services.clone());
+    }
+}
+
+impl Drop for HostLease {
+    fn drop(&mut self) {
+        self.services.live.store(false, Ordering::SeqCst);
+        if let (Some(authority), Some(access)) = (&self.authority, &self.access) {
+            authority.revoke(access);
+        }
+    }
+}
+
+/// The host services for `scope` ([`Engine::host_services`](crate::Engine::host_services)).
+pub(crate) fn services(core: &Arc<Core>, scope: HostScope) -> Arc<dyn HostServices> {
+    Arc::new(EngineHost::new(Arc::downgrade(core), scope))
+}
+
+/// [`HostServices`] bound to one scope.
+#[derive(Debug)]
+pub(crate) struct EngineHost {
+    core: Weak<Core>,
+    scope: HostScope,
+    identity: HostIdentity,
+    /// Cleared when the lease is dropped.
+    live: AtomicBool,
+}
+
+impl EngineHost {
+    fn new(core: Weak<Core>, scope: HostScope) -> Self {
+        let identity = HostIdentity { session_id: scope.session_id.clone(), call_id: scope.call_id.clone() };
+        EngineHost { core, scope, identity, live: AtomicBool::new(true) }
+    }
+
+    /// The engine, if this grant is still live and the engine still exists.
+    fn core(&self) -> HostResult<Arc<Core>> {
+        if !self.live.load(Ordering::SeqCst) {
+            return Err(HostError::revoked());
+        }
+        self.core.upgrade().ok_or_else(|| {
+            HostError::new(HostErrorKind::Unavailable, "shutting_down", "the host is shutting down")
+        })
+    }
+
+    fn data_scope(&self, scope: Scope) -> HostResult<DataScope> {
+        match (scope, &self.scope.session_id) {
+            (Scope::Agent, _) => Ok(DataScope::Agent),
+            (Scope::Session, Some(id)) => Ok(DataScope::Session(id.clone())),
+            (Scope::Session, None) => Err(HostError::no_session()),
+        }
+    }
+
+    /// The principal `send` acts as: the scope's, else the calling session's owner.
+    async fn principal(&self, core: &Core) -> HostResult<Principal> {
+        if let Some(principal) = &self.scope.principal {
+            return Ok(principal.clone());
+        }
+        let Some(id) = &self.scope.session_id else {
+            return Err(HostError::new(HostErrorKind::Forbidden, "forbidden", "this call acts for no principal"));
+        };
+        match core.stores.sessions.get(id).await.map_err(store_error)? {
+            Some(record) => Ok(Principal::new(record.principal)),
+            None => Err(HostError::new(HostErrorKind::NotFound, "session_not_found", format!("session {id} not found"))),
+        }
+    }
+
+    async fn send_now(&self, request: SendRequest) -> HostResult<SendOutcome> {
+        let core = self.core()?;
+        let principal = self.principal(&core).await?;
+        if request.channel == "http" && request.continuation_key.is_some() {
+            return Err(HostError::invalid(
+                "invalid_request",
+                "the http channel takes no continuation key; name a channel (e.g. \"ops\")",
+            ));
+        }
+        // A dry-run session's sends start dry-run sessions.
+        let dry_run = match &self.scope.session_id {
+            Some(id) => core.stores.sessions.get(id).await.map_err(store_error)?.is_some_and(|r| r.dry_run),
+            None => false,
+        };
+        let start = |continuation_key: Option<String>| StartSession {
+            message: request.message.clone(),
+            principal: principal.clone(),
+            channel: request.channel.clone(),
+            continuation_key,
+            mode: SessionMode::Chat,
+            title: request.title.clone(),
+            dry_run,
+            as_of: None,
+            purpose: None,
+            workspace_files: Vec::new(),
+        };
+        let Some(key) = request.continuation_key.clone() else {
+            let started = core.start_session(start(None)).await.map_err(engine_error)?;
+            return Ok(SendOutcome {
+                session_id: started.session_id,
+                continuation_token: started.continuation_token,
+                turn_id: Some(started.turn_id),
+                created: true,
+            });
+        };
+        let token = crate::tokens::channel_token(&request.channel, &key).map_err(engine_error)?;
+        // Find-or-create under one lock, so two sends with one key make one session.
+        let _guard = core.host.send_lock.lock().await;
+        let existing = core.stores.sessions.list().await.map_err(store_error)?.into_iter().find(|record| {
+            record.channel == request.channel && record.continuation_token.as_deref() == Some(token.as_str())
+        });
+        match existing {
+            Some(record) => {
+                let follow_up = FollowUp {
+                    message: request.message.clone(),
+                    principal,
+                    continuation_token: token,
+                    // Never interrupt a running turn (it may be the caller's own).
+                    admission: Admission::Coalesce,
+                    workspace_files: Vec::new(),
+                };
+                let accepted = core.follow_up(&record.id, follow_up).await.map_err(engine_error)?;
+                Ok(SendOutcome {
+                    session_id: record.id,
+                    continuation_token: accepted.continuation_token,
+                    turn_id: accepted.turn_id,
+                    created: false,
+                })
+            }
+            None => {
+                let started = core.start_session(start(Some(key))).await.map_err(engine_error)?;
+                Ok(SendOutcome {
+                    session_id: started.session_id,
+                    continuation_token: started.continuation_token,
+                    turn_id: Some(started.turn_id),
+                    created: true,
+                })
+            }
+        }
+    }
+
+    async fn call_tool_now(&self, name: String, input: Value) -> HostResult<CallOutcome> {
+        let _core = self.core()?;
+        let _ = (name, input);
+        Err(HostError::new(HostErrorKind::Unavailable, "not_available", "callTool is not available yet"))
+    }
+}
+
+impl HostServices for EngineHost {
+    fn identity(&self) -> &HostIdentity {
+        &self.identity
+    }
+
+    fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.kv_get(&scope, &key).await.map_err(store_error)
+        })
+    }
+
+    fn kv_put(&self, scope: Scope, key: String, value: Value) -> BoxFuture<'_, HostResult<()>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.kv_put(&scope, &key, value).await.map_err(store_error)
+        })
+    }
+
+    fn kv_delete(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<bool>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.kv_delete(&scope, &key).await.map_err(store_error)
+        })
+    }
+
+    fn kv_list(&self, scope: Scope, prefix: String) -> BoxFuture<'_, HostResult<Vec<String>>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.kv_keys(&scope, &prefix).await.map_err(store_error)
+        })
+    }
+
+    fn file_read(&self, scope: Scope, path: String) -> BoxFuture<'_, HostResult<Option<Vec<u8>>>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.file_read(&scope, &path).await.map_err(store_error)
+        })
+    }
+
+    fn file_write(&self, scope: Scope, path: String, bytes: Vec<u8>) -> BoxFuture<'_, HostResult<()>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.file_write(&scope, &path, bytes).await.map_err(store_error)
+        })
+    }
+
+    fn file_delete(&self, scope: Scope, path: String) -> BoxFuture<'_, HostResult<bool>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            core.stores.data.file_delete(&scope, &path).await.map_err(store_error)
+        })
+    }
+
+    fn file_list(&self, scope: Scope, prefix: String) -> BoxFuture<'_, HostResult<Vec<FileEntry>>> {
+        Box::pin(async move {
+            let (core, scope) = (self.core()?, self.data_scope(scope)?);
+            let files = core.stores.data.file_list(&scope, &prefix).await.map_err(store_error)?;
+            Ok(files.into_iter().map(|f| FileEntry { path: f.path, size: f.size }).collect())
+        })
+    }
+
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, HostResult<SendOutcome>> {
+        Box::pin(self.send_now(request))
+    }
+
+    fn call_tool(&self, name: String, input: Value) -> BoxFuture<'_, HostResult<CallOutcome>> {
+        Box::pin(self.call_tool_now(name, input))
+    }
+}
+
+/// A store failure as the caller sees it: bad keys and paths are the caller's, anything else is
+/// logged and answered generically.
+fn store_error(error: bdk_store::Error) -> HostError {
+    match error {
+        bdk_store::Error::InvalidKey { .. } => HostError::invalid("invalid_key", error.to_string()),
+        bdk_store::Error::InvalidPath { .. } => HostError::invalid("invalid_path", error.to_string()),
+        bdk_store::Error::SessionNotFound(_) => {
+            HostError::new(HostErrorKind::NotFound, "session_not_found", error.to_string())
+        }
+        other => engine_error(EngineError::Store(other)),
+    }
+}
+
+fn engine_error(error: EngineError) -> HostError {
+    let kind = match &error {
+        EngineError::SessionNotFound(_) => HostErrorKind::NotFound,
+        EngineError::Forbidden(_) => HostErrorKind::Forbidden,
+        EngineError::StaleToken(_) | EngineError::SessionBusy(_) | EngineError::NotFollowable(_) => {
+            HostErrorKind::Conflict
+        }
+        EngineError::Draining => HostErrorKind::Unavailable,
+        EngineError::InvalidRequest(_) => HostErrorKind::Invalid,
+        EngineError::Store(detail) => {
+            tracing::error!(error = %detail, "host service storage failure");
+            return HostError::new(HostErrorKind::Internal, "internal_error", "internal error; see the server log");
+        }
+        _ => HostErrorKind::Invalid,
+    };
+    HostError::new(kind, error.code(), error.to_string())
+}

@@ -1,0 +1,177 @@
+//! The host services a tool call reaches (DESIGN.md §3; the reference's `ctx.host` and
+//! `ctx.send`): `host.kv`, `host.files`, `send` (start or resume a session on a channel) and
+//! `callTool`. [`HostServices`] is the typed interface, already bound to one call's session: the
+//! engine implements it, native tools get it in their [`ToolContext`](crate::ToolContext), and
+//! the server serves the same methods over HTTP to commands (`BDK_HOST_URL` + `BDK_HOST_TOKEN`).
+//!
+//! Data comes in two [`Scope`]s. `session` (the default) is the calling session's own kv and
+//! files: no call of another session can read or write it. `agent` is shared by every session of
+//! the agent, as the reference's `host.kv` and `host.files` are. This module defines the shapes;
+//! it stores nothing and decides nothing.
+
+use std::fmt;
+
+use bdk_protocol::{CallId, SessionId, TurnId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{BoxFuture, ToolError};
+
+/// Whose data a kv or files request reaches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The calling session's own data (removed with the session). A call without a session
+    /// has none: `no_session`.
+    #[default]
+    Session,
+    /// Shared by every session of the agent.
+    Agent,
+}
+
+/// One file of a files area.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    /// Relative to the area, `/`-separated.
+    pub path: String,
+    pub size: u64,
+}
+
+/// `send`: start a chat session on `channel`, or resume the one `continuation_key` names there
+/// (its token is `<channel>:<key>`). The new session belongs to the calling session's principal.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendRequest {
+    pub channel: String,
+    pub message: String,
+    #[serde(default)]
+    pub continuation_key: Option<String>,
+    /// The title of a session this send creates.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// What `send` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendOutcome {
+    pub session_id: SessionId,
+    pub continuation_token: String,
+    /// The turn that runs the message (`None` when it joined a running turn's follow-up).
+    pub turn_id: Option<TurnId>,
+    /// Whether a new session was started (else an existing one was resumed).
+    pub created: bool,
+}
+
+/// What `callTool` returns: the direct-call envelope (`POST /v1/tools/:name`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallOutcome {
+    pub tool_name: String,
+    pub call_id: CallId,
+    pub is_error: bool,
+    pub result: Value,
+    pub duration_ms: u64,
+}
+
+/// Who a set of host services acts for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostIdentity {
+    /// The calling session (`None` for a direct call bound to none).
+    pub session_id: Option<SessionId>,
+    /// The tool call the services were granted to.
+    pub call_id: CallId,
+}
+
+/// What kind of failure a [`HostError`] is; the HTTP layer maps it to a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostErrorKind {
+    /// The request is malformed (bad key, path escape, empty message). HTTP 400.
+    Invalid,
+    /// The call these services were granted to has returned. HTTP 401.
+    Revoked,
+    /// Not this caller's to touch. HTTP 403.
+    Forbidden,
+    /// No such thing (tool, session). HTTP 404.
+    NotFound,
+    /// The state does not allow it now (busy session, stale token). HTTP 409.
+    Conflict,
+    /// The host is shutting down. HTTP 503.
+    Unavailable,
+    /// Storage or another internal failure. HTTP 500.
+    Internal,
+}
+
+/// A failed host request: a stable code (`{ok:false, error: <code>}` on the wire) and a message
+/// safe to show the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HostError {
+    pub kind: HostErrorKind,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl HostError {
+    pub fn new(kind: HostErrorKind, code: &'static str, message: impl Into<String>) -> Self {
+        Self { kind, code, message: message.into() }
+    }
+
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(HostErrorKind::Invalid, code, message)
+    }
+
+    /// The call these services were granted to has returned.
+    pub fn revoked() -> Self {
+        Self::new(HostErrorKind::Revoked, "unauthorized", "the host token is no longer valid: its tool call has returned")
+    }
+
+    /// A session-scoped request from a call bound to no session.
+    pub fn no_session() -> Self {
+        Self::invalid("no_session", "this call is not bound to a session; use scope \"agent\"")
+    }
+}
+
+impl From<HostError> for ToolError {
+    fn from(error: HostError) -> Self {
+        ToolError::new(error.message)
+    }
+}
+
+pub type HostResult<T> = std::result::Result<T, HostError>;
+
+/// The host services of one tool call, bound to its session. Every method fails with
+/// [`HostError::revoked`] once the call has returned.
+pub trait HostServices: Send + Sync + fmt::Debug {
+    /// Who these services act for.
+    fn identity(&self) -> &HostIdentity;
+
+    fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>>;
+
+    fn kv_put(&self, scope: Scope, key: String, value: Value) -> BoxFuture<'_, HostResult<()>>;
+
+    /// `true` if the key existed.
+    fn kv_delete(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<bool>>;
+
+    /// Keys starting with `prefix`, sorted.
+    fn kv_list(&self, scope: Scope, prefix: String) -> BoxFuture<'_, HostResult<Vec<String>>>;
+
+    /// The file's bytes, or `None` when there is none. Paths are relative and `/`-separated;
+    /// one that would leave the area is `invalid_path`.
+    fn file_read(&self, scope: Scope, path: String) -> BoxFuture<'_, HostResult<Option<Vec<u8>>>>;
+
+    fn file_write(&self, scope: Scope, path: String, bytes: Vec<u8>) -> BoxFuture<'_, HostResult<()>>;
+
+    /// `true` if the file existed.
+    fn file_delete(&self, scope: Scope, path: String) -> BoxFuture<'_, HostResult<bool>>;
+
+    /// Files whose path starts with `prefix`, sorted by path.
+    fn file_list(&self, scope: Scope, prefix: String) -> BoxFuture<'_, HostResult<Vec<FileEntry>>>;
+
+    /// Starts or resumes a session on a channel, as the calling session's principal.
+    fn send(&self, request: SendRequest) -> BoxFuture<'_, HostResult<SendOutcome>>;
+
+    /// Calls a server tool directly, bound to the calling session.
+    fn call_tool(&self, name: String, input: Value) -> BoxFuture<'_, HostResult<CallOutcome>>;
+}
