@@ -172,6 +172,7 @@ impl Core {
             return Err(EngineError::Draining);
         }
         check_message(&request.message)?;
+        check_files(&request.workspace_files)?;
         if let Some(as_of) = request.as_of {
             check_as_of(self.tools.as_ref(), as_of)?;
         }
@@ -192,6 +193,7 @@ impl Core {
 
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
         check_message(&request.message)?;
+        check_files(&request.workspace_files)?;
         self.call(id, None, |reply| Command::FollowUp { request, reply }).await
     }
 
@@ -271,6 +273,22 @@ pub(crate) fn check_followable(record: &SessionRecord) -> Result<()> {
 fn check_message(message: &str) -> Result<()> {
     if message.trim().is_empty() {
         return Err(EngineError::InvalidRequest("the message is empty".into()));
+    }
+    Ok(())
+}
+
+/// `workspaceFiles` paths must be relative and stay inside the workspace (what the file system
+/// then refuses fails the turn instead).
+fn check_files(files: &[(String, String)]) -> Result<()> {
+    for (path, _) in files {
+        let parts = std::path::Path::new(path).components();
+        let inside = parts.clone().next().is_some()
+            && parts.into_iter().all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
+        if !inside {
+            return Err(EngineError::InvalidRequest(format!(
+                "workspaceFiles path {path:?} must be relative and stay inside the workspace"
+            )));
+        }
     }
     Ok(())
 }

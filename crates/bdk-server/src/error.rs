@@ -125,6 +125,8 @@ mod tests {
             (EngineError::NotFollowable(id), 409, "session_not_followable"),
             (EngineError::Draining, 503, "shutting_down"),
             (EngineError::InvalidRequest("x".into()), 400, "invalid_request"),
+            (EngineError::InvalidTimeArgs("x".into()), 400, "invalid_time_args"),
+            (EngineError::ApprovalNotFound(bdk_protocol::CallId::generate("x")), 404, "approval_not_found"),
         ];
         for (err, status, code) in cases {
             let api = ApiError::from(err);

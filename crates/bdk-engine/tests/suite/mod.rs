@@ -1,8 +1,11 @@
 //! Behaviour tests of the session engine through its public API.
 
 mod admission;
+mod approvals;
+mod dry_run;
 mod lifecycle;
 mod recovery;
 mod support;
 mod tokens;
+mod tool_project;
 mod turns;

@@ -16,6 +16,7 @@ use crate::error::ApiError;
 use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
+mod approvals;
 mod health;
 mod host;
 mod info;
@@ -60,6 +61,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     let state = AgentState { base_path: app.base_path(&agent).into(), app: app.clone(), agent };
     let authed = Router::new()
         .merge(session::routes())
+        .merge(approvals::routes())
         .merge(sessions::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))

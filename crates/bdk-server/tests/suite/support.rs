@@ -46,6 +46,9 @@ pub struct Builder {
     options: ServeOptions,
     script: Option<Vec<ScriptStep>>,
     grace: Duration,
+    /// Extra project files (path under the project folder, content); with any, the agents run
+    /// their project's real tools instead of none.
+    files: Vec<(String, String)>,
 }
 
 pub fn host() -> Builder {
@@ -55,6 +58,7 @@ pub fn host() -> Builder {
         options: ServeOptions::default(),
         script: None,
         grace: Duration::from_secs(5),
+        files: Vec::new(),
     }
 }
 
@@ -81,6 +85,13 @@ impl Builder {
         self
     }
 
+    /// Writes `content` at `path` (e.g. `bot/tools/x.toml`) in every project; the agents then
+    /// run their projects' tools.
+    pub fn file(mut self, path: &str, content: &str) -> Self {
+        self.files.push((path.to_owned(), content.to_owned()));
+        self
+    }
+
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -90,7 +101,12 @@ impl Builder {
         let dir = tempfile::tempdir().unwrap();
         let projects_root = dir.path().join("projects");
         for slug in &self.slugs {
-            write_project(&projects_root, slug);
+            let project = write_project(&projects_root, slug);
+            for (path, content) in &self.files {
+                let path = project.join(path);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, content).unwrap();
+            }
         }
         let discovery = bdk_project::discover(&[projects_root]);
         assert!(!discovery.has_errors(), "{:?}", discovery.all_diagnostics().collect::<Vec<_>>());
@@ -100,12 +116,18 @@ impl Builder {
         });
         let mut agents = Vec::new();
         for project in discovery.projects {
-            let store = FsStore::open(dir.path().join("state").join(&project.slug)).unwrap();
+            let state_dir = dir.path().join("state").join(&project.slug);
+            let store = FsStore::open(&state_dir).unwrap();
+            let tools: Arc<dyn bdk_tools::ToolRegistry> = if self.files.is_empty() {
+                Arc::new(bdk_tools::NoTools)
+            } else {
+                bdk_server::mount::tools(&project, &state_dir).unwrap()
+            };
             let engine = Engine::new(
                 AgentConfig::from_project(&project),
                 store.stores(),
                 provider.clone() as Arc<dyn ModelProvider>,
-                Arc::new(bdk_tools::NoTools),
+                tools,
             );
             engine.recover().await.unwrap();
             agents.push(Agent::new(project, engine));
