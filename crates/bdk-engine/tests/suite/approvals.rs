@@ -154,6 +154,41 @@ async fn stopping_the_turn_cancels_a_parked_call() {
 }
 
 #[tokio::test]
+async fn preempting_or_draining_the_turn_cancels_a_parked_call() {
+    let fx = ToolFixture::standard(vec![
+        ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})),
+        say("Something else."),
+        ScriptStep::tool_call("c2", "promote", json!({"env": "prod"})),
+    ]);
+    let started = fx.chat("promote it").await;
+    let id = &started.session_id;
+    let events = parked(&fx.engine, id, 1).await;
+    let (first, _) = requested_calls(&events).remove(0);
+
+    // A follow-up preempts the parked turn.
+    let accepted =
+        within(fx.engine.follow_up(id, follow("never mind", &started.continuation_token, Admission::Preempt)))
+            .await
+            .unwrap();
+    let events = settled(&fx.engine, id, 1).await;
+    assert!(result_of(&events, &first).result.as_str().unwrap().contains("cancelled"));
+    assert!(within(fx.engine.approvals(id, &alice())).await.unwrap().is_empty());
+
+    // Draining cancels a parked call once the grace period is over.
+    within(fx.engine.follow_up(id, follow("promote now", &accepted.continuation_token, Admission::Preempt)))
+        .await
+        .unwrap();
+    let events = parked(&fx.engine, id, 2).await;
+    let (second, _) = requested_calls(&events).pop().unwrap();
+    within(fx.engine.drain(std::time::Duration::from_millis(50))).await;
+    let events = within(fx.engine.events(id, &alice(), 0)).await.unwrap();
+    assert!(result_of(&events, &second).result.as_str().unwrap().contains("cancelled"));
+    let Some(EventData::TurnFailed(failed)) = events.iter().rev().nth(1).map(|e| &e.data) else { panic!() };
+    assert_eq!(failed.message, bdk_engine::SHUTTING_DOWN);
+    assert!(!fx.bot().join("promoted.marker").exists());
+}
+
+#[tokio::test]
 async fn only_the_owner_sees_and_resolves_approvals() {
     let fx = ToolFixture::standard(promote_then("ok"));
     let started = fx.chat("promote it").await;
