@@ -3,6 +3,7 @@
 mod admission;
 mod approvals;
 mod dry_run;
+mod host;
 mod lifecycle;
 mod recovery;
 mod support;
