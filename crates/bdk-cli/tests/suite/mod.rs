@@ -3,5 +3,6 @@ mod examples;
 mod init;
 mod run;
 mod serve;
+mod serve_model;
 mod support;
 mod validate;

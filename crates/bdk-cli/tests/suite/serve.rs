@@ -44,7 +44,10 @@ impl Server {
     pub(super) fn start(args: &[&str]) -> Server {
         let mut command = bdk();
         command.arg("serve").arg("--port").arg("0").args(args);
-        for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY", "BDK_BEARER_TOKEN"] {
+        // No model settings or provider keys from the environment: each test's agent.toml decides.
+        let model_vars = ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY"];
+        let keys = ["XAI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+        for var in model_vars.into_iter().chain(keys).chain(["BDK_BEARER_TOKEN"]) {
             command.env_remove(var);
         }
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn bdk serve");
