@@ -50,6 +50,11 @@ pub(crate) enum Command {
         principal: Principal,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// A direct tool call bound to this session (`direct.rs` runs it; the actor admits it).
+    Direct {
+        call: Box<crate::direct::BoundCall>,
+        reply: oneshot::Sender<Result<crate::direct::DirectOutcome>>,
+    },
 }
 
 /// A settled turn: how it ended and its closing events, not yet written.
@@ -155,6 +160,9 @@ impl Actor {
                 let _ = reply.send(result);
                 return !missing;
             }
+            Command::Direct { call, reply } => {
+                crate::direct::admit(&self.core, &self.id, self.running.is_some(), *call, reply).await;
+            }
         }
         true
     }
@@ -247,6 +255,7 @@ impl Actor {
         next.continuation_token = Some(token.clone());
         next.updated_at = bdk_protocol::event::timestamp_now();
         self.core.stores.sessions.update(next.clone()).await?;
+        self.core.direct_tokens.note(&token, &self.id);
         self.record = Some(next);
         Ok(token)
     }

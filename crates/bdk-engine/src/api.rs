@@ -268,6 +268,15 @@ impl Engine {
         crate::host::services(&self.inner, scope)
     }
 
+    /// Runs a server tool with no model turn: in a scratch workspace, or bound to a session by
+    /// id or continuation token (see `direct.rs` for the rules). Refusals before the tool runs are
+    /// errors (`UnknownTool`, `ToolNotCallable`, `InvalidToolInput`, `InvalidContinuationToken`,
+    /// `SessionNotFound`, `Forbidden`, `SessionBusy`, `WorkspaceUnavailable`); a tool that fails
+    /// is an outcome with `is_error`.
+    pub async fn call_tool(&self, request: crate::direct::DirectCall) -> Result<crate::direct::DirectOutcome> {
+        crate::direct::call_tool(&self.inner, request).await
+    }
+
     /// Whether a turn of this session is running or queued right now (direct tool calls bound
     /// to the session answer `session_busy` while it is).
     pub fn is_busy(&self, session: &SessionId) -> bool {

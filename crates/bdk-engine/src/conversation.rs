@@ -76,6 +76,10 @@ impl Conversation {
     }
 
     fn fold_one(&mut self, event: &Event) {
+        // Direct tool calls are recorded on the stream but were never the model's.
+        if crate::status::is_direct(event) {
+            return;
+        }
         if let EventData::MessageReceived(received) = &event.data {
             self.blocks.push(Block::User(received.text.clone()));
             return;

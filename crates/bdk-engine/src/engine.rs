@@ -49,6 +49,8 @@ pub(crate) struct Core {
     draining: AtomicBool,
     /// One token per running turn, held until the turn's final events are durable.
     pub turns: TaskTracker,
+    /// Continuation token → session, for direct calls bound by token.
+    pub direct_tokens: crate::direct::TokenIndex,
     /// Tool calls parked until a person approves or denies them.
     pub approvals: Approvals,
     /// The host services' authority and state (`host.rs`).
@@ -84,6 +86,7 @@ impl Core {
             root: CancellationToken::new(),
             draining: AtomicBool::new(false),
             turns: TaskTracker::new(),
+            direct_tokens: Default::default(),
             approvals: Approvals::default(),
             host: crate::host::HostState::new(options.host),
             actors: Mutex::new(HashMap::new()),
@@ -116,7 +119,7 @@ impl Core {
 
     /// Sends `command` to the session's actor and waits for its answer. `make` builds the
     /// command around the reply channel.
-    async fn call<T>(
+    pub(crate) async fn call<T>(
         self: &Arc<Self>,
         id: &SessionId,
         record: Option<SessionRecord>,
@@ -183,11 +186,12 @@ impl Core {
         };
         let mut record = SessionRecord::new(id.clone(), request.mode, &request.channel, request.principal.as_str());
         record.title = request.title.clone();
-        record.continuation_token = Some(token);
+        record.continuation_token = Some(token.clone());
         record.dry_run = request.dry_run;
         record.as_of = request.as_of;
         record.purpose = request.purpose.clone();
         self.stores.sessions.create(record.clone()).await?;
+        self.direct_tokens.note(&token, &id);
         self.call(&id, Some(record), |reply| Command::Start { request, reply }).await
     }
 
@@ -252,11 +256,20 @@ impl Core {
     }
 }
 
-/// The last event of a session's log, if it has one and it can be read.
+/// The last event of a session's log that tells its status (direct tool calls skipped), if it
+/// has one and it can be read.
 async fn last_event(core: &Core, id: &SessionId) -> Option<bdk_protocol::Event> {
-    let len = core.stores.events.len(id).await.ok()?;
-    let from = len.checked_sub(1)?;
-    core.stores.events.read(id, from, Some(1)).await.ok()?.pop()
+    const CHUNK: u64 = 8;
+    let mut end = core.stores.events.len(id).await.ok()?;
+    while end > 0 {
+        let from = end.saturating_sub(CHUNK);
+        let events = core.stores.events.read(id, from, Some((end - from) as usize)).await.ok()?;
+        if let Some(event) = status::last_status_event(&events) {
+            return Some(event.clone());
+        }
+        end = from;
+    }
+    None
 }
 
 pub(crate) fn check_owner(record: &SessionRecord, principal: &Principal) -> Result<()> {

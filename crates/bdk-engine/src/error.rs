@@ -35,6 +35,21 @@ pub enum EngineError {
     /// decided, or its turn ended). HTTP 404.
     #[error("no tool call {0} is waiting for approval in this session")]
     ApprovalNotFound(CallId),
+    /// A direct call names no callable server tool. HTTP 404; the answer lists `available`.
+    #[error("unknown tool `{name}`; {}", callable_list(.available))]
+    UnknownTool { name: String, available: Vec<String> },
+    /// A direct call names a tool that cannot run on the host (an agent or built-in tool). HTTP 400.
+    #[error("`{name}` cannot be called directly: {reason}")]
+    ToolNotCallable { name: String, reason: String },
+    /// A direct call's input does not match the tool's input schema. HTTP 400, with `errors`.
+    #[error("invalid input for `{name}`: {}", .errors.join("; "))]
+    InvalidToolInput { name: String, errors: Vec<String> },
+    /// A direct call's continuation token is malformed, or came with a `sessionId`. HTTP 400.
+    #[error("{0}")]
+    InvalidContinuationToken(String),
+    /// A direct write's session workspace (or a scratch one) cannot be created. HTTP 500.
+    #[error("{0}")]
+    WorkspaceUnavailable(String),
     /// Storage failed; nothing was acknowledged. HTTP 500.
     #[error("storage: {0}")]
     Store(#[from] bdk_store::Error),
@@ -53,7 +68,21 @@ impl EngineError {
             EngineError::InvalidRequest(_) => "invalid_request",
             EngineError::InvalidTimeArgs(_) => "invalid_time_args",
             EngineError::ApprovalNotFound(_) => "approval_not_found",
+            EngineError::UnknownTool { .. } => "unknown_tool",
+            EngineError::ToolNotCallable { .. } => "tool_not_callable",
+            EngineError::InvalidToolInput { .. } => "invalid_tool_input",
+            EngineError::InvalidContinuationToken(_) => "invalid_continuation_token",
+            EngineError::WorkspaceUnavailable(_) => "workspace_unavailable",
             EngineError::Store(_) => "internal_error",
         }
+    }
+}
+
+/// "callable tools: a, b" (or that there are none), for `UnknownTool`.
+fn callable_list(names: &[String]) -> String {
+    if names.is_empty() {
+        "this agent has no callable tools".into()
+    } else {
+        format!("callable tools: {}", names.join(", "))
     }
 }

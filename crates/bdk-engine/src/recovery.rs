@@ -42,7 +42,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
 
 async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
-    let Some(last) = events.last() else { return Ok(0) };
+    let Some(last) = status::last_status_event(&events) else { return Ok(0) };
     if status::is_settled(last) {
         return Ok(0);
     }

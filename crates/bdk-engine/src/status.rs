@@ -18,6 +18,21 @@ pub(crate) fn of_last_event(event: &Event) -> &'static str {
     }
 }
 
+/// Whether the event records a direct tool call (`POST /v1/tools/:name` bound to the session).
+/// It says nothing about the session's status: readers of "the last event" skip it.
+pub(crate) fn is_direct(event: &Event) -> bool {
+    match &event.data {
+        EventData::ActionsRequested(requested) => requested.direct == Some(true),
+        EventData::ActionResult(result) => result.direct == Some(true),
+        _ => false,
+    }
+}
+
+/// The last event that tells the session's status (direct calls skipped).
+pub(crate) fn last_status_event(events: &[Event]) -> Option<&Event> {
+    events.iter().rev().find(|e| !is_direct(e))
+}
+
 /// Whether the event settles the session (nothing runs after it until a new message).
 pub(crate) fn is_settled(event: &Event) -> bool {
     of_last_event(event) != RUNNING

@@ -33,6 +33,20 @@ pub(crate) fn channel_token(channel: &str, key: &str) -> Result<String> {
     Ok(format!("{channel}:{key}"))
 }
 
+/// The channel id and key of a token presented to a direct call: `<channelId>:<key>` with both
+/// parts non-empty, no whitespace in the channel id and no control characters (an HTTP token is
+/// channel `http`). `None` when malformed.
+pub(crate) fn split(token: &str) -> Option<(&str, &str)> {
+    const MAX_LEN: usize = 1024;
+    let (channel, key) = token.split_once(':')?;
+    let well_formed = !channel.is_empty()
+        && !key.is_empty()
+        && token.len() <= MAX_LEN
+        && !channel.chars().any(char::is_whitespace)
+        && !token.chars().any(char::is_control);
+    well_formed.then_some((channel, key))
+}
+
 /// Whether a token rotates on each accepted follow-up (the built-in HTTP channel's do).
 pub(crate) fn rotates(token: &str) -> bool {
     token.starts_with(HTTP_PREFIX)
@@ -64,6 +78,15 @@ mod tests {
         assert!(!rotates(&token));
         assert!(channel_token("", "k").is_err());
         assert!(channel_token("slack", "").is_err());
+    }
+
+    #[test]
+    fn direct_call_tokens_split_into_channel_and_key() {
+        assert_eq!(split("github:pr:acme/app#1"), Some(("github", "pr:acme/app#1")));
+        assert_eq!(split("http:abc"), Some(("http", "abc")));
+        for bad in ["", "nocolon", ":key", "chan:", "a b:c", "chan:k\ney"] {
+            assert_eq!(split(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -53,7 +53,9 @@ impl Trajectory {
             usage: Usage::default(),
             cost_usd: 0.0,
             events: events.len(),
-            status: events.last().map_or(crate::status::RUNNING, crate::status::of_last_event).to_owned(),
+            status: crate::status::last_status_event(events)
+                .map_or(crate::status::RUNNING, crate::status::of_last_event)
+                .to_owned(),
             error: None,
         };
         let mut calls: HashMap<CallId, usize> = HashMap::new();

@@ -18,6 +18,9 @@ pub struct ApiError {
     pub message: String,
     /// `WWW-Authenticate` value for 401s under bearer auth.
     pub challenge: Option<&'static str>,
+    /// Extra body fields after `message`: `availableTools` (`unknown_tool`), `errors`
+    /// (`invalid_tool_input`).
+    pub details: Vec<(&'static str, Vec<String>)>,
 }
 
 /// The JSON body of every error.
@@ -30,7 +33,7 @@ struct ErrorBody<'a> {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), challenge: None }
+        Self { status, code, message: message.into(), challenge: None, details: Vec::new() }
     }
 
     /// 400: a malformed body, query or parameter.
@@ -76,6 +79,17 @@ impl ApiError {
         self.challenge = Some(challenge);
         self
     }
+
+    /// The JSON body: `{ok: false, error, message, ...details}`.
+    pub fn body(&self) -> serde_json::Value {
+        let mut body = serde_json::json!({"ok": false, "error": self.code, "message": self.message});
+        if let Some(object) = body.as_object_mut() {
+            for (key, values) in &self.details {
+                object.insert((*key).to_owned(), values.clone().into());
+            }
+        }
+        body
+    }
 }
 
 impl From<EngineError> for ApiError {
@@ -89,16 +103,30 @@ impl From<EngineError> for ApiError {
             EngineError::Draining => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::InvalidRequest(_) | EngineError::InvalidTimeArgs(_) => StatusCode::BAD_REQUEST,
             EngineError::ApprovalNotFound(_) => StatusCode::NOT_FOUND,
+            EngineError::UnknownTool { .. } => StatusCode::NOT_FOUND,
+            EngineError::ToolNotCallable { .. }
+            | EngineError::InvalidToolInput { .. }
+            | EngineError::InvalidContinuationToken(_) => StatusCode::BAD_REQUEST,
+            EngineError::WorkspaceUnavailable(_) => StatusCode::INTERNAL_SERVER_ERROR,
             EngineError::Store(_) => return ApiError::internal(&err),
         };
-        ApiError::new(status, err.code(), err.to_string())
+        let details = match &err {
+            EngineError::UnknownTool { available, .. } => vec![("availableTools", available.clone())],
+            EngineError::InvalidToolInput { errors, .. } => vec![("errors", errors.clone())],
+            _ => Vec::new(),
+        };
+        ApiError { details, ..ApiError::new(status, err.code(), err.to_string()) }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { ok: false, error: self.code, message: &self.message };
-        let mut response = (self.status, Json(body)).into_response();
+        let mut response = if self.details.is_empty() {
+            let body = ErrorBody { ok: false, error: self.code, message: &self.message };
+            (self.status, Json(body)).into_response()
+        } else {
+            (self.status, Json(self.body())).into_response()
+        };
         if let Some(challenge) = self.challenge {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
         }
@@ -125,6 +153,11 @@ mod tests {
             (EngineError::NotFollowable(id), 409, "session_not_followable"),
             (EngineError::Draining, 503, "shutting_down"),
             (EngineError::InvalidRequest("x".into()), 400, "invalid_request"),
+            (EngineError::UnknownTool { name: "x".into(), available: vec![] }, 404, "unknown_tool"),
+            (EngineError::ToolNotCallable { name: "x".into(), reason: "r".into() }, 400, "tool_not_callable"),
+            (EngineError::InvalidToolInput { name: "x".into(), errors: vec![] }, 400, "invalid_tool_input"),
+            (EngineError::InvalidContinuationToken("x".into()), 400, "invalid_continuation_token"),
+            (EngineError::WorkspaceUnavailable("x".into()), 500, "workspace_unavailable"),
             (EngineError::InvalidTimeArgs("x".into()), 400, "invalid_time_args"),
             (EngineError::ApprovalNotFound(bdk_protocol::CallId::generate("x")), 404, "approval_not_found"),
         ];

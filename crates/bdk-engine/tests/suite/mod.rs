@@ -2,6 +2,7 @@
 
 mod admission;
 mod approvals;
+mod direct;
 mod dry_run;
 mod host;
 mod lifecycle;

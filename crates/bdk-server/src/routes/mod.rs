@@ -24,6 +24,7 @@ mod logs;
 mod meta;
 mod session;
 mod sessions;
+mod tools;
 
 /// The whole HTTP surface of a host, ready for `axum::serve` or `oneshot`.
 ///
@@ -63,6 +64,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(session::routes())
         .merge(approvals::routes())
         .merge(sessions::routes())
+        .merge(tools::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));

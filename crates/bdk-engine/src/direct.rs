@@ -1,0 +1,384 @@
+//! Direct tool calls: the caller picks a server tool and its input and the engine runs it with no
+//! model turn (`POST /v1/tools/:name`, `bdk call`, the `callTool` host service). Validation and
+//! execution are the model path's: the registry's gate, the same `ToolOutcome`.
+//!
+//! Where a call runs (the reference's Tools page, "Call a tool without a model turn"):
+//! - no `sessionId` or `continuationToken`: a scratch workspace `tool-calls/<callId>/`, removed
+//!   when the call returns;
+//! - a session (by id, or a token that is some session's current token): its workspace, after
+//!   the owner check, recorded on its stream as `actions.requested` + `action.result` under a
+//!   turnId of its own and marked `direct` (the conversation sent to the model skips them). The
+//!   session's actor admits it: a read runs beside a running turn, a write while a turn runs is
+//!   `SessionBusy`, and a write on an idle session runs inside the actor, so no turn starts
+//!   while it writes. The session's `dryRun` and `asOf` apply as they do to the model's calls;
+//!   approvals do not (they gate what the model chooses, and here a caller chose);
+//! - a token that names no session: a scratch workspace, with the token's channel id and key as
+//!   the call's identity ([`CallIdentity`]);
+//! - a session whose workspace cannot be created: a read falls back to a scratch workspace
+//!   (`scratchWorkspace: true`), a write is `WorkspaceUnavailable`.
+//!
+//! Every call runs on a task of its own, so a caller that goes away (a closed HTTP connection)
+//! neither cancels a half-done write nor leaves its scratch folder or a missing `action.result`
+//! behind.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bdk_protocol::event::{ActionCall, ActionResult, ActionsRequested};
+use bdk_protocol::http::ToolCallResponse;
+use bdk_protocol::{CallId, EventData, SessionId, TurnId};
+use bdk_store::{NewEvent, SessionRecord};
+use bdk_tools::{CallIdentity, Effect, ToolInvocation, ToolOutcome};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{OnceCell, oneshot};
+
+use crate::api::Principal;
+use crate::engine::{Core, check_owner};
+use crate::error::{EngineError, Result};
+use crate::tokens;
+
+/// One direct call, as a server route or the CLI hands it to [`Engine::call_tool`](crate::Engine::call_tool).
+#[derive(Debug, Clone)]
+pub struct DirectCall {
+    pub tool: String,
+    pub input: Value,
+    /// Who calls: a bound session must belong to this principal.
+    pub principal: Principal,
+    /// Bind to this session. Exclusive with `continuation_token`.
+    pub session_id: Option<SessionId>,
+    /// `<channelId>:<key>` (or an `http:` token): binds to the session whose current token it
+    /// is, else runs in a scratch workspace with the token's channel and key as its identity.
+    pub continuation_token: Option<String>,
+}
+
+impl DirectCall {
+    /// An unbound call.
+    pub fn new(tool: impl Into<String>, input: Value, principal: Principal) -> Self {
+        Self { tool: tool.into(), input, principal, session_id: None, continuation_token: None }
+    }
+}
+
+/// What a direct call that ran produced. `is_error` is the tool's failure, told the way the model
+/// would have read it; refusals before the tool ran are [`EngineError`]s.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectOutcome {
+    pub tool_name: String,
+    pub call_id: CallId,
+    pub is_error: bool,
+    pub result: Value,
+    pub duration_ms: u64,
+    /// The bound session's workspace could not be created and this read ran in a scratch one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub scratch_workspace: bool,
+    /// The session it was bound to (and recorded on), if any.
+    #[serde(skip)]
+    pub session_id: Option<SessionId>,
+    /// Its turnId on that session's stream.
+    #[serde(skip)]
+    pub turn_id: Option<TurnId>,
+}
+
+impl DirectOutcome {
+    /// The wire envelope `{ok: true, toolName, callId, isError, result, durationMs, scratchWorkspace?}`.
+    pub fn into_response(self) -> ToolCallResponse {
+        ToolCallResponse {
+            ok: true,
+            tool_name: self.tool_name,
+            call_id: self.call_id,
+            is_error: self.is_error,
+            result: self.result,
+            duration_ms: self.duration_ms,
+            scratch_workspace: self.scratch_workspace,
+        }
+    }
+}
+
+/// A call that passed every check that needs no session: tool, input, identity.
+#[derive(Debug, Clone)]
+pub(crate) struct Checked {
+    call_id: CallId,
+    tool: String,
+    input: Value,
+    effect: Effect,
+    identity: Option<CallIdentity>,
+}
+
+/// A checked call bound to a session, for its actor to admit.
+#[derive(Debug)]
+pub(crate) struct BoundCall {
+    call: Checked,
+    dry_run: bool,
+    as_of: Option<DateTime<Utc>>,
+}
+
+/// Where the request says the call belongs.
+enum Binding {
+    Scratch,
+    Session(SessionId),
+    Token(String),
+}
+
+/// Runs one direct call (see the module docs).
+pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<DirectOutcome> {
+    let (binding, identity) = binding(&request)?;
+    let call = check(core, request.tool, request.input, identity)?;
+    let record = match binding {
+        Binding::Scratch => None,
+        Binding::Session(id) => {
+            Some(core.stores.sessions.get(&id).await?.ok_or_else(|| EngineError::SessionNotFound(id.clone()))?)
+        }
+        Binding::Token(token) => core.direct_tokens.find(core, &token).await?,
+    };
+    let Some(record) = record else {
+        return spawn(run_scratch(core.clone(), call)).await;
+    };
+    check_owner(&record, &request.principal)?;
+    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
+    core.call(&record.id, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await
+}
+
+/// The request's binding. Both identifiers, or a malformed token, are `InvalidContinuationToken`.
+fn binding(request: &DirectCall) -> Result<(Binding, Option<CallIdentity>)> {
+    match (&request.session_id, &request.continuation_token) {
+        (Some(_), Some(_)) => Err(EngineError::InvalidContinuationToken(
+            "sessionId and continuationToken are mutually exclusive; pass one".into(),
+        )),
+        (Some(id), None) => Ok((Binding::Session(id.clone()), None)),
+        (None, Some(token)) => {
+            let (channel, key) = tokens::split(token).ok_or_else(|| {
+                EngineError::InvalidContinuationToken(
+                    "a continuation token is `<channelId>:<key>` (as /v1/sessions lists it)".into(),
+                )
+            })?;
+            let identity = CallIdentity { channel: channel.to_owned(), key: key.to_owned() };
+            Ok((Binding::Token(token.clone()), Some(identity)))
+        }
+        (None, None) => Ok((Binding::Scratch, None)),
+    }
+}
+
+/// The checks that need no session: a callable server tool, and an input its schema accepts.
+fn check(core: &Core, tool: String, input: Value, identity: Option<CallIdentity>) -> Result<Checked> {
+    let tools = &core.tools;
+    let Some(info) = tools.lookup(&tool) else {
+        return Err(EngineError::UnknownTool { name: tool, available: tools.callable_names() });
+    };
+    if !info.callable {
+        let reason = match info.kind {
+            bdk_tools::ToolKind::Agent => "it is an agent tool: it runs in a session workspace, never on the host",
+            _ => "it is a built-in workspace tool: only the model calls it, in a turn",
+        };
+        return Err(EngineError::ToolNotCallable { name: tool, reason: reason.into() });
+    }
+    if let Err(errors) = tools.validate_input(&tool, &input) {
+        return Err(EngineError::InvalidToolInput { name: tool, errors });
+    }
+    let effect = tools.effect(&tool, &input);
+    Ok(Checked { call_id: CallId::generate(&tool), tool, input, effect, identity })
+}
+
+/// Runs `work` on a task of its own, so dropping the caller does not cut it short.
+async fn spawn(work: impl Future<Output = Result<DirectOutcome>> + Send + 'static) -> Result<DirectOutcome> {
+    tokio::spawn(work).await.unwrap_or_else(|error| {
+        tracing::error!(%error, "a direct tool call task failed");
+        Err(EngineError::Store(bdk_store::Error::Task("the tool call stopped unexpectedly".into())))
+    })
+}
+
+/// The actor's half: admits a bound call by its effect while `busy` (a turn running or queued),
+/// and answers on `reply`. A write on an idle session runs right here, holding the actor.
+pub(crate) async fn admit(
+    core: &Arc<Core>,
+    session: &SessionId,
+    busy: bool,
+    call: BoundCall,
+    reply: oneshot::Sender<Result<DirectOutcome>>,
+) {
+    match call.call.effect {
+        Effect::Write if busy => {
+            let _ = reply.send(Err(EngineError::SessionBusy(session.clone())));
+        }
+        Effect::Write => {
+            let _ = reply.send(spawn(run_bound(core.clone(), session.clone(), call)).await);
+        }
+        Effect::Read => {
+            let work = run_bound(core.clone(), session.clone(), call);
+            tokio::spawn(async move {
+                let _ = reply.send(work.await);
+            });
+        }
+    }
+}
+
+/// A call bound to an existing session: its workspace (or, for a read, a scratch one), recorded
+/// on its stream under a turnId of its own.
+async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Result<DirectOutcome> {
+    // Drain waits for this call's result to be durable, as for a turn.
+    let _track = core.turns.token();
+    let call = bound.call;
+    let (workspace, scratch) = match core.stores.workspaces.session_workspace(&session).await {
+        Ok(dir) => (dir, false),
+        Err(bdk_store::Error::SessionNotFound(_)) => return Err(EngineError::SessionNotFound(session)),
+        Err(error) => {
+            tracing::warn!(%session, %error, tool = %call.tool, "the session workspace cannot be created");
+            if call.effect == Effect::Write {
+                return Err(EngineError::WorkspaceUnavailable(format!(
+                    "the workspace of session {session} cannot be created, and `{}` is a write",
+                    call.tool
+                )));
+            }
+            (scratch_dir(&core, &call.call_id).await?, true)
+        }
+    };
+    let turn = TurnId::generate();
+    let requested = ActionsRequested {
+        calls: vec![ActionCall {
+            call_id: call.call_id.clone(),
+            tool_name: call.tool.clone(),
+            input: call.input.clone(),
+        }],
+        direct: Some(true),
+    };
+    core.stores
+        .events
+        .append(&session, vec![NewEvent::in_turn(turn.clone(), EventData::ActionsRequested(requested))])
+        .await?;
+
+    let invocation = ToolInvocation {
+        session_id: Some(session.clone()),
+        turn_id: Some(turn.clone()),
+        workspace: Some(workspace),
+        dry_run: bound.dry_run,
+        as_of: bound.as_of,
+        identity: call.identity.clone(),
+        ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
+    };
+    let (outcome, duration_ms) = run(&core, invocation).await;
+    let result = ActionResult {
+        call_id: call.call_id.clone(),
+        tool_name: call.tool.clone(),
+        is_error: outcome.is_error,
+        result: outcome.result.clone(),
+        duration_ms,
+        stubbed: outcome.stubbed.then_some(true),
+        direct: Some(true),
+    };
+    let written = core
+        .stores
+        .events
+        .append(&session, vec![NewEvent::in_turn(turn.clone(), EventData::ActionResult(result))])
+        .await;
+    if scratch {
+        remove_scratch(&core, &call.call_id).await;
+    }
+    core.release_if_idle(&session);
+    written?;
+    Ok(outcome_of(call, outcome, duration_ms, scratch, Some(session), Some(turn)))
+}
+
+/// A call with no session: a scratch workspace, removed afterwards.
+async fn run_scratch(core: Arc<Core>, call: Checked) -> Result<DirectOutcome> {
+    let workspace = scratch_dir(&core, &call.call_id).await?;
+    let invocation = ToolInvocation {
+        workspace: Some(workspace),
+        identity: call.identity.clone(),
+        ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
+    };
+    let (outcome, duration_ms) = run(&core, invocation).await;
+    remove_scratch(&core, &call.call_id).await;
+    Ok(outcome_of(call, outcome, duration_ms, false, None, None))
+}
+
+/// Runs the tool under a child of the engine's token (drain cancels it), timing the body.
+async fn run(core: &Core, invocation: ToolInvocation) -> (ToolOutcome, u64) {
+    let started = Instant::now();
+    let outcome = core.tools.call(invocation, core.root.child_token()).await;
+    (outcome, started.elapsed().as_millis() as u64)
+}
+
+async fn scratch_dir(core: &Core, call: &CallId) -> Result<PathBuf> {
+    core.stores.workspaces.call_workspace(call).await.map_err(|error| {
+        tracing::warn!(%call, %error, "a scratch workspace cannot be created");
+        EngineError::WorkspaceUnavailable("a scratch workspace for the call cannot be created".into())
+    })
+}
+
+async fn remove_scratch(core: &Core, call: &CallId) {
+    if let Err(error) = core.stores.workspaces.remove_call_workspace(call).await {
+        tracing::warn!(%call, %error, "could not remove a direct call's scratch workspace");
+    }
+}
+
+fn outcome_of(
+    call: Checked,
+    outcome: ToolOutcome,
+    duration_ms: u64,
+    scratch: bool,
+    session_id: Option<SessionId>,
+    turn_id: Option<TurnId>,
+) -> DirectOutcome {
+    DirectOutcome {
+        tool_name: call.tool,
+        call_id: call.call_id,
+        is_error: outcome.is_error,
+        result: outcome.result,
+        duration_ms,
+        scratch_workspace: scratch,
+        session_id,
+        turn_id,
+    }
+}
+
+/// Which session a continuation token is the current token of. Built from the session records on
+/// first use, then kept current by the engine (`note` on every session created and every token
+/// rotated); every hit is checked against the session's record, so a rotated-away or deleted
+/// entry answers "no session" and is dropped.
+#[derive(Debug, Default)]
+pub(crate) struct TokenIndex {
+    tokens: Mutex<HashMap<String, SessionId>>,
+    loaded: OnceCell<()>,
+}
+
+impl TokenIndex {
+    /// Records that `token` is now `session`'s token (the newest session wins a shared token).
+    pub fn note(&self, token: &str, session: &SessionId) {
+        self.map().insert(token.to_owned(), session.clone());
+    }
+
+    fn map(&self) -> MutexGuard<'_, HashMap<String, SessionId>> {
+        self.tokens.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The record of the session whose current token is `token`, if any.
+    pub async fn find(&self, core: &Core, token: &str) -> Result<Option<SessionRecord>> {
+        self.loaded
+            .get_or_try_init(|| async {
+                let records = core.stores.sessions.list().await?;
+                let mut map = self.map();
+                // Oldest first, so the newest session holding a token wins.
+                for record in records {
+                    if let Some(token) = record.continuation_token {
+                        map.insert(token, record.id);
+                    }
+                }
+                Ok::<(), EngineError>(())
+            })
+            .await?;
+        let Some(id) = self.map().get(token).cloned() else { return Ok(None) };
+        match core.stores.sessions.get(&id).await? {
+            Some(record) if tokens::matches(record.continuation_token.as_deref(), token) => Ok(Some(record)),
+            _ => {
+                let mut map = self.map();
+                if map.get(token) == Some(&id) {
+                    map.remove(token);
+                }
+                Ok(None)
+            }
+        }
+    }
+}
