@@ -130,9 +130,9 @@ impl EngineHost {
         if !self.live.load(Ordering::SeqCst) {
             return Err(HostError::revoked());
         }
-        self.core.upgrade().ok_or_else(|| {
-            HostError::new(HostErrorKind::Unavailable, "shutting_down", "the host is shutting down")
-        })
+        self.core
+            .upgrade()
+            .ok_or_else(|| HostError::new(HostErrorKind::Unavailable, "shutting_down", "the host is shutting down"))
     }
 
     fn data_scope(&self, scope: Scope) -> HostResult<DataScope> {
@@ -153,7 +153,9 @@ impl EngineHost {
         };
         match core.stores.sessions.get(id).await.map_err(store_error)? {
             Some(record) => Ok(Principal::new(record.principal)),
-            None => Err(HostError::new(HostErrorKind::NotFound, "session_not_found", format!("session {id} not found"))),
+            None => {
+                Err(HostError::new(HostErrorKind::NotFound, "session_not_found", format!("session {id} not found")))
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod error;
 pub mod extract;
+pub mod host_services;
 pub mod logs;
 pub mod mount;
 mod routes;
@@ -18,6 +19,7 @@ pub mod state;
 
 pub use auth::{AuthPolicy, BearerToken, Caller};
 pub use error::{ApiError, ApiResult};
+pub use host_services::HostTokens;
 pub use logs::{LogBuffer, LogLine};
 pub use routes::app;
 pub use server::{DEFAULT_DRAIN_GRACE, serve, shutdown_signal};

@@ -27,6 +27,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     grace: Duration,
 ) -> std::io::Result<()> {
+    if let Ok(local) = listener.local_addr() {
+        state.host_tokens.bind(local, state.options.mode);
+    }
     let stop_accepting = CancellationToken::new();
     let router = app(state.clone());
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())

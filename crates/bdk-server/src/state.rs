@@ -8,6 +8,7 @@ use bdk_project::Project;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthPolicy, AuthState};
+use crate::host_services::HostTokens;
 use crate::logs::LogBuffer;
 
 /// The default request body limit: 1 MiB.
@@ -75,11 +76,26 @@ pub struct AppState {
     pub logs: LogBuffer,
     /// Cancelled at shutdown, after the engines drained: live streams end then.
     pub streams_end: CancellationToken,
+    /// The live host-service tokens of running tool calls (`host_services`).
+    pub host_tokens: HostTokens,
 }
 
 impl AppState {
     pub fn new(agents: Vec<Agent>, options: ServeOptions, logs: LogBuffer) -> Self {
-        Self { agents: Arc::new(agents), options: Arc::new(options), logs, streams_end: CancellationToken::new() }
+        Self {
+            agents: Arc::new(agents),
+            options: Arc::new(options),
+            logs,
+            streams_end: CancellationToken::new(),
+            host_tokens: HostTokens::new(),
+        }
+    }
+
+    /// Serves host services with `tokens`, the table whose authorities the agents' engines were
+    /// built with (`EngineOptions::host = Some(tokens.authority(slug))`).
+    pub fn with_host_tokens(mut self, tokens: HostTokens) -> Self {
+        self.host_tokens = tokens;
+        self
     }
 
     /// The URL prefix of `agent`'s routes: `/<slug>` in the multi-agent layout, empty in single.

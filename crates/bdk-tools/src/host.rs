@@ -124,7 +124,11 @@ impl HostError {
 
     /// The call these services were granted to has returned.
     pub fn revoked() -> Self {
-        Self::new(HostErrorKind::Revoked, "unauthorized", "the host token is no longer valid: its tool call has returned")
+        Self::new(
+            HostErrorKind::Revoked,
+            "unauthorized",
+            "the host token is no longer valid: its tool call has returned",
+        )
     }
 
     /// A session-scoped request from a call bound to no session.

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use anyhow::{Context as _, bail};
 use bdk_engine::EngineOptions;
 use bdk_model::ModelLayer;
-use bdk_server::{AppState, AuthPolicy, BearerToken, LogBuffer, Mode, ServeOptions, mount};
+use bdk_server::{AppState, AuthPolicy, BearerToken, HostTokens, LogBuffer, Mode, ServeOptions, mount};
 use tokio::net::TcpListener;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -81,6 +81,8 @@ async fn serve(
     logs: LogBuffer,
 ) -> anyhow::Result<()> {
     let mut agents = Vec::with_capacity(projects.len());
+    // Tool calls reach the host services with tokens from this table (`BDK_HOST_TOKEN`).
+    let host_tokens = HostTokens::new();
     for project in projects {
         let dir = mount::state_dir(&project, args.state_root.as_deref());
         let (resolved, provider) = mount::provider(&project, ModelLayer::default());
@@ -89,7 +91,11 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions { price: resolved.price, ..EngineOptions::default() };
+        let options = EngineOptions {
+            price: resolved.price,
+            host: Some(host_tokens.authority(&slug)),
+            ..EngineOptions::default()
+        };
         let tools = mount::tools(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
@@ -105,7 +111,7 @@ async fn serve(
 
     let listener = bind(&args.host, args.port).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let state = AppState::new(agents, options, logs);
+    let state = AppState::new(agents, options, logs).with_host_tokens(host_tokens);
     print_startup(&state, addr);
     tracing::info!(%addr, auth = state.options.auth.name(), dev = state.options.dev, "listening");
     bdk_server::serve(listener, state, bdk_server::shutdown_signal(), args.drain_grace).await.context("serving")?;

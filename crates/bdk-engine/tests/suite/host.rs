@@ -167,7 +167,8 @@ async fn a_native_tool_uses_its_sessions_kv_and_files() {
     assert_eq!(as_b.kv_get(Scope::Session, "note".into()).await.unwrap(), None);
     let as_a = fx.engine.host_services(HostScope::session(a.clone(), CallId::generate("memo")));
     assert_eq!(as_a.kv_get(Scope::Session, "note".into()).await.unwrap(), Some(json!("buy milk")));
-    let unbound = fx.engine.host_services(HostScope { session_id: None, call_id: CallId::generate("x"), principal: None });
+    let unbound =
+        fx.engine.host_services(HostScope { session_id: None, call_id: CallId::generate("x"), principal: None });
     assert_eq!(unbound.kv_get(Scope::Session, "note".into()).await.unwrap_err().code, "no_session");
     assert_eq!(unbound.kv_get(Scope::Agent, "shared".into()).await.unwrap(), Some(json!("buy milk")));
 }

@@ -2,7 +2,8 @@
 //! (`/<slug>/v1/...` per agent, host routes at the root) or the single layout (`/v1/...`).
 //!
 //! Auth runs on the session, listing, info and logs routes of each agent; `health` and `meta`
-//! and the host routes (`/`, `/v1/agents`, `/v1/health`) run none, as the reference says.
+//! and the host routes (`/`, `/v1/agents`, `/v1/health`) run none, as the reference says. The
+//! host-service routes (`/v1/host/...`, `host_services`) admit only a live per-call host token.
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request};
@@ -69,7 +70,9 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
     let open = Router::new().route("/v1/health", get(health::agent_health)).route("/v1/meta", get(meta::get_meta));
-    authed.merge(open).with_state(state)
+    // Host services admit by their own per-call token, never by the auth chain.
+    let host = crate::host_services::routes::routes();
+    authed.merge(open).merge(host).with_state(state)
 }
 
 async fn not_found(request: Request) -> ApiError {

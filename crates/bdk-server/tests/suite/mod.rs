@@ -2,6 +2,7 @@ mod approvals;
 mod auth;
 mod errors;
 mod host;
+mod host_services;
 mod race;
 mod session;
 mod shutdown;

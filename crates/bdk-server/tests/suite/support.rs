@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdk_engine::{AgentConfig, Engine};
+use bdk_engine::{AgentConfig, Engine, EngineOptions};
 use bdk_model::{ModelProvider, ScriptStep, ScriptedProvider};
 use bdk_protocol::Event;
 use bdk_protocol::http::SessionResponse;
@@ -115,6 +115,7 @@ impl Builder {
             None => ScriptedProvider::echo(),
         });
         let mut agents = Vec::new();
+        let host_tokens = bdk_server::HostTokens::new();
         for project in discovery.projects {
             let state_dir = dir.path().join("state").join(&project.slug);
             let store = FsStore::open(&state_dir).unwrap();
@@ -123,17 +124,20 @@ impl Builder {
             } else {
                 bdk_server::mount::tools(&project, &state_dir).unwrap()
             };
-            let engine = Engine::new(
+            let options =
+                EngineOptions { host: Some(host_tokens.authority(&project.slug)), ..EngineOptions::default() };
+            let engine = Engine::with_options(
                 AgentConfig::from_project(&project),
                 store.stores(),
                 provider.clone() as Arc<dyn ModelProvider>,
                 tools,
+                options,
             );
             engine.recover().await.unwrap();
             agents.push(Agent::new(project, engine));
         }
         let logs = LogBuffer::new(100);
-        let state = AppState::new(agents, self.options, logs);
+        let state = AppState::new(agents, self.options, logs).with_host_tokens(host_tokens);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -1,0 +1,258 @@
+//! The host services a command reaches over HTTP (`BDK_HOST_URL` + `BDK_HOST_TOKEN`), through a
+//! real turn on a real socket: a Python command tool (`probe`) makes the requests its input
+//! lists with Python's urllib and returns the replies. Guards: kv and files of the calling
+//! session; the agent-wide scope; no reach into another session's data; `send`; the token dies
+//! with its call; forged, absent and foreign tokens are 401; proxied requests 403; path escapes 400.
+
+use bdk_model::ScriptStep;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use super::support::{Host, host, within};
+
+const PROBE_TOML: &str = r#"description = "Calls the host services as its input says."
+effect = "read"
+command = ["python3", "lib/probe.py"]
+"#;
+
+/// Makes each request of `input.steps` (`{path, body?, method?, token?, swap?}`) against
+/// `BDK_HOST_URL` with `BDK_HOST_TOKEN` (`swap: [from, to]` edits the URL), and prints the
+/// replies with the credentials it had.
+const PROBE_PY: &str = r#"import json, os, sys, urllib.error, urllib.request
+request = json.load(sys.stdin)
+url, token = os.environ.get("BDK_HOST_URL"), os.environ.get("BDK_HOST_TOKEN")
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+out = {"url": url, "token": token, "sessionId": os.environ.get("BDK_SESSION_ID"), "replies": []}
+for step in request["input"].get("steps", []):
+    method = step.get("method", "POST")
+    data = None if method == "GET" else json.dumps(step.get("body", {})).encode()
+    headers = {"content-type": "application/json"}
+    bearer = step.get("token", token)
+    if bearer is not None:
+        headers["authorization"] = "Bearer " + bearer
+    target = (url or "") + step["path"]
+    if "swap" in step:
+        target = target.replace(step["swap"][0], step["swap"][1])
+    req = urllib.request.Request(target, data=data, headers=headers, method=method)
+    try:
+        with opener.open(req, timeout=20) as resp:
+            out["replies"].append({"status": resp.status, "body": json.loads(resp.read())})
+    except urllib.error.HTTPError as error:
+        out["replies"].append({"status": error.code, "body": json.loads(error.read() or b"null")})
+json.dump(out, sys.stdout)
+"#;
+
+/// A host whose agents have the probe tool and whose model calls it once per entry of
+/// `probes`, answering "done" after each (and "ok" to the turns of sessions `send` starts).
+async fn probe_host(slugs: &[&str], probes: &[Value]) -> Host {
+    let mut steps = Vec::new();
+    for (i, steps_input) in probes.iter().enumerate() {
+        steps.push(ScriptStep::tool_call(format!("c{i}"), "probe", json!({ "steps": steps_input })));
+        steps.push(ScriptStep::text("done"));
+    }
+    steps.extend((0..4).map(|_| ScriptStep::text("ok")));
+    host()
+        .agents(slugs)
+        .file("bot/tools/probe.toml", PROBE_TOML)
+        .file("bot/lib/probe.py", PROBE_PY)
+        .script(steps)
+        .start()
+        .await
+}
+
+/// Starts a session, waits for its probe call, and returns (session id, the probe's output).
+async fn run_probe(host: &Host) -> (String, Value) {
+    let id = host.start_session("probe").await.session_id.to_string();
+    let event = host.wait_for(&id, "action.result", None).await;
+    let data = serde_json::to_value(&event).unwrap()["data"].clone();
+    assert_eq!(data["isError"], json!(false), "{data}");
+    host.wait_for(&id, "session.waiting", None).await;
+    (id, data["result"].clone())
+}
+
+/// The `i`-th reply: asserts its status and returns its body.
+fn reply(out: &Value, i: usize, status: u16) -> &Value {
+    let reply = &out["replies"][i];
+    assert_eq!(reply["status"], json!(status), "reply {i}: {reply}\nall: {out:#}");
+    &reply["body"]
+}
+
+fn post(path: &str, body: Value) -> Value {
+    json!({ "path": path, "body": body })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_reaches_its_sessions_kv_and_files() {
+    let steps = json!([
+        { "path": "/session", "method": "GET" },
+        post("/kv/put", json!({"key": "pr:acme/app#1", "value": {"agentId": "bc-1"}})),
+        post("/kv/get", json!({"key": "pr:acme/app#1"})),
+        post("/kv/get", json!({"key": "missing"})),
+        post("/kv/put", json!({"key": "shared", "value": 7, "scope": "agent"})),
+        post("/kv/list", json!({"prefix": "pr:"})),
+        post("/files/write", json!({"path": "reports/today.md", "content": "# Today\n"})),
+        post("/files/write", json!({"path": "blob.bin", "content": "AP8=", "encoding": "base64"})),
+        post("/files/read", json!({"path": "reports/today.md"})),
+        post("/files/read", json!({"path": "blob.bin"})),
+        post("/files/list", json!({})),
+        post("/kv/delete", json!({"key": "pr:acme/app#1"})),
+        post("/files/delete", json!({"path": "blob.bin"})),
+        post("/files/read", json!({"path": "blob.bin"})),
+    ]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let (id, out) = run_probe(&host).await;
+    assert_eq!(out["url"], json!(format!("{}/v1/host", host.base)));
+    assert!(out["token"].as_str().is_some_and(|t| t.starts_with("bdkh_")), "{out}");
+    assert_eq!(out["sessionId"], json!(id));
+
+    let session = reply(&out, 0, 200);
+    assert_eq!(session["sessionId"], json!(id));
+    assert!(session["callId"].as_str().is_some_and(|c| c.starts_with("tool_probe_")), "{session}");
+    assert_eq!(reply(&out, 1, 200)["ok"], json!(true));
+    let got = reply(&out, 2, 200);
+    assert_eq!((got["found"].clone(), got["value"].clone()), (json!(true), json!({"agentId": "bc-1"})));
+    assert_eq!(reply(&out, 3, 200)["found"], json!(false));
+    reply(&out, 4, 200);
+    assert_eq!(reply(&out, 5, 200)["keys"], json!(["pr:acme/app#1"]));
+    assert_eq!(reply(&out, 6, 200)["size"], json!(8));
+    assert_eq!(reply(&out, 7, 200)["size"], json!(2));
+    let text = reply(&out, 8, 200);
+    assert_eq!((text["content"].clone(), text["encoding"].clone()), (json!("# Today\n"), json!("utf8")));
+    let blob = reply(&out, 9, 200);
+    assert_eq!((blob["content"].clone(), blob["encoding"].clone()), (json!("AP8="), json!("base64")));
+    let listed = reply(&out, 10, 200)["files"].clone();
+    assert_eq!(listed, json!([{"path": "blob.bin", "size": 2}, {"path": "reports/today.md", "size": 8}]));
+    assert_eq!(reply(&out, 11, 200)["deleted"], json!(true));
+    assert_eq!(reply(&out, 12, 200)["deleted"], json!(true));
+    assert_eq!(reply(&out, 13, 200)["found"], json!(false));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_reaches_only_its_own_session_and_dies_with_its_call() {
+    let writer = json!([
+        post("/kv/put", json!({"key": "secret", "value": "a's"})),
+        post("/files/write", json!({"path": "a.txt", "content": "a's file"})),
+        post("/kv/put", json!({"key": "shared", "value": "everyone's", "scope": "agent"})),
+    ]);
+    // The reader names another session in two requests: whichever it is, that is 403.
+    let reader = |other: &str| {
+        json!([
+            post("/kv/get", json!({"key": "secret"})),
+            post("/files/read", json!({"path": "a.txt"})),
+            post("/kv/list", json!({})),
+            post("/files/list", json!({})),
+            post("/kv/get", json!({"key": "shared", "scope": "agent"})),
+            post("/kv/get", json!({"key": "secret", "sessionId": other})),
+            post("/files/read", json!({"path": "a.txt", "sessionId": other})),
+        ])
+    };
+    let host = probe_host(&["hello"], &[writer, reader("ses_someoneelse")]).await;
+    let (a, out_a) = run_probe(&host).await;
+    let (b, out_b) = run_probe(&host).await;
+    assert_ne!(a, b);
+    for i in 0..3 {
+        reply(&out_a, i, 200);
+    }
+    assert_eq!(reply(&out_b, 0, 200)["found"], json!(false), "b cannot read a's kv");
+    assert_eq!(reply(&out_b, 1, 200)["found"], json!(false), "b cannot read a's files");
+    assert_eq!(reply(&out_b, 2, 200)["keys"], json!([]));
+    assert_eq!(reply(&out_b, 3, 200)["files"], json!([]));
+    assert_eq!(reply(&out_b, 4, 200)["value"], json!("everyone's"), "the agent scope is shared");
+    assert_eq!(reply(&out_b, 5, 403)["error"], json!("forbidden"));
+    assert_eq!(reply(&out_b, 6, 403)["error"], json!("forbidden"));
+
+    // Both calls returned: their tokens are revoked.
+    assert_eq!(host.state.host_tokens.live(), 0);
+    let url = out_a["url"].as_str().unwrap();
+    let token = out_a["token"].as_str().unwrap();
+    let late = host
+        .client
+        .post(format!("{url}/kv/get"))
+        .bearer_auth(token)
+        .json(&json!({"key": "secret", "sessionId": a}))
+        .send();
+    let late = super::support::reply(within("a late host request", late).await.unwrap()).await;
+    late.assert_error(401, "unauthorized");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_absent_foreign_and_proxied_tokens_are_refused() {
+    // The probe tries its own token on the other agent's routes, then a forged one on its own.
+    let forged = format!("bdkh_{}", "0".repeat(64));
+    let steps = json!([
+        { "path": "/kv/get", "body": {"key": "k"}, "swap": ["/one/v1/host", "/two/v1/host"] },
+        { "path": "/kv/get", "body": {"key": "k"}, "token": forged },
+        post("/kv/get", json!({"key": "k"})),
+    ]);
+    let host = probe_host(&["one", "two"], &[steps]).await;
+    let (_, out) = run_probe(&host).await;
+    assert_eq!(reply(&out, 0, 401)["error"], json!("unauthorized"), "a token is good for its own agent only");
+    reply(&out, 1, 401);
+    reply(&out, 2, 200);
+
+    let url = host.url("/v1/host/kv/get");
+    let absent = host.client.post(&url).json(&json!({"key": "k"})).send();
+    let absent = super::support::reply(within("no token", absent).await.unwrap()).await;
+    absent.assert_error(401, "unauthorized");
+    assert_eq!(absent.headers["www-authenticate"], "Bearer");
+    let wrong = host.client.post(&url).bearer_auth(&forged).json(&json!({"key": "k"})).send();
+    super::support::reply(within("a forged token", wrong).await.unwrap()).await.assert_error(401, "unauthorized");
+    let proxied =
+        host.client.post(&url).bearer_auth(&forged).header("x-forwarded-for", "203.0.113.9").json(&json!({})).send();
+    super::support::reply(within("a proxied request", proxied).await.unwrap()).await.assert_error(403, "forbidden");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_paths_that_leave_the_area_are_400() {
+    let steps = json!([
+        post("/files/write", json!({"path": "../kv/secret.json", "content": "x"})),
+        post("/files/write", json!({"path": "/etc/passwd", "content": "x"})),
+        post("/files/read", json!({"path": "a/../../b"})),
+        post("/files/write", json!({"path": ".hidden", "content": "x"})),
+        post("/files/write", json!({"path": "ok.txt", "content": "%%%", "encoding": "base64"})),
+        post("/kv/put", json!({"key": "", "value": 1})),
+        post("/kv/get", json!({"key": "k", "scope": "elsewhere"})),
+    ]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let (_, out) = run_probe(&host).await;
+    for i in 0..4 {
+        assert_eq!(reply(&out, i, 400)["error"], json!("invalid_path"));
+    }
+    assert_eq!(reply(&out, 4, 400)["error"], json!("invalid_request"));
+    assert_eq!(reply(&out, 5, 400)["error"], json!("invalid_key"));
+    assert_eq!(reply(&out, 6, 400)["error"], json!("invalid_request"));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_starts_then_resumes_a_channel_session() {
+    let send = |message: &str| post("/send", json!({"channel": "ops", "message": message, "continuationKey": "inc-7"}));
+    let steps = json!([
+        send("page the on-call"),
+        send("still down"),
+        post("/send", json!({"channel": "ops", "message": ""})),
+        post("/send", json!({"channel": "http", "message": "x", "continuationKey": "k"})),
+    ]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let (caller, out) = run_probe(&host).await;
+    let first = reply(&out, 0, 200).clone();
+    let second = reply(&out, 1, 200);
+    assert_eq!(first["created"], json!(true), "{first}");
+    assert_eq!(second["created"], json!(false), "{second}");
+    assert_eq!(first["sessionId"], second["sessionId"]);
+    assert_eq!(first["continuationToken"], json!("ops:inc-7"));
+    assert_ne!(first["sessionId"], json!(caller));
+    assert_eq!(reply(&out, 2, 400)["error"], json!("invalid_request"));
+    assert_eq!(reply(&out, 3, 400)["error"], json!("invalid_request"));
+
+    let listed = host.get("/v1/sessions").await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+    let sessions = listed.body["sessions"].as_array().unwrap();
+    let sent = sessions.iter().find(|s| s["sessionId"] == first["sessionId"]).unwrap();
+    assert_eq!(sent["channel"], json!("ops"));
+    assert_eq!(sent["principal"], json!("local"), "sent as the calling session's principal");
+    host.shutdown().await;
+}
