@@ -39,6 +39,7 @@ use tokio::sync::{OnceCell, oneshot};
 use crate::api::Principal;
 use crate::engine::{Core, check_owner};
 use crate::error::{EngineError, Result};
+use crate::host::{HostLease, HostScope};
 use crate::tokens;
 
 /// One direct call, as a server route or the CLI hands it to [`Engine::call_tool`](crate::Engine::call_tool).
@@ -135,11 +136,28 @@ pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<D
         Binding::Token(token) => core.direct_tokens.find(core, &token).await?,
     };
     let Some(record) = record else {
-        return spawn(run_scratch(core.clone(), call)).await;
+        return spawn(run_scratch(core.clone(), call, request.principal)).await;
     };
     check_owner(&record, &request.principal)?;
     let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
     core.call(&record.id, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await
+}
+
+/// A call a running tool call makes through its host services (`callTool`), bound to the
+/// caller's session. The caller was admitted already (it is part of a turn or of a direct call),
+/// so this call is not admitted again: a write is not `SessionBusy` because of the caller's own
+/// turn, and it never waits on an actor the caller is holding.
+pub(crate) async fn call_nested(
+    core: &Arc<Core>,
+    session: SessionId,
+    tool: String,
+    input: Value,
+) -> Result<DirectOutcome> {
+    let call = check(core, tool, input, None)?;
+    let record =
+        core.stores.sessions.get(&session).await?.ok_or_else(|| EngineError::SessionNotFound(session.clone()))?;
+    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
+    spawn(run_bound(core.clone(), session, bound)).await
 }
 
 /// The request's binding. Both identifiers, or a malformed token, are `InvalidContinuationToken`.
@@ -258,7 +276,7 @@ async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Res
         identity: call.identity.clone(),
         ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
     };
-    let (outcome, duration_ms) = run(&core, invocation).await;
+    let (outcome, duration_ms) = run(&core, invocation, None).await;
     let result = ActionResult {
         call_id: call.call_id.clone(),
         tool_name: call.tool.clone(),
@@ -282,20 +300,25 @@ async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Res
 }
 
 /// A call with no session: a scratch workspace, removed afterwards.
-async fn run_scratch(core: Arc<Core>, call: Checked) -> Result<DirectOutcome> {
+async fn run_scratch(core: Arc<Core>, call: Checked, principal: Principal) -> Result<DirectOutcome> {
     let workspace = scratch_dir(&core, &call.call_id).await?;
     let invocation = ToolInvocation {
         workspace: Some(workspace),
         identity: call.identity.clone(),
         ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
     };
-    let (outcome, duration_ms) = run(&core, invocation).await;
+    let (outcome, duration_ms) = run(&core, invocation, Some(principal)).await;
     remove_scratch(&core, &call.call_id).await;
     Ok(outcome_of(call, outcome, duration_ms, false, None, None))
 }
 
 /// Runs the tool under a child of the engine's token (drain cancels it), timing the body.
-async fn run(core: &Core, invocation: ToolInvocation) -> (ToolOutcome, u64) {
+/// The call gets host services (`host.rs`) for as long as it runs; `principal` is who they act
+/// for when no session is bound (a bound call acts for the session's owner).
+async fn run(core: &Arc<Core>, mut invocation: ToolInvocation, principal: Option<Principal>) -> (ToolOutcome, u64) {
+    let scope = HostScope { session_id: invocation.session_id.clone(), call_id: invocation.call_id.clone(), principal };
+    let lease = HostLease::grant(core, scope);
+    lease.apply(&mut invocation);
     let started = Instant::now();
     let outcome = core.tools.call(invocation, core.root.child_token()).await;
     (outcome, started.elapsed().as_millis() as u64)

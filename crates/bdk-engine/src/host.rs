@@ -25,8 +25,12 @@ use bdk_tools::{BoxFuture, HostAccess, HostError, HostServices, Scope, ToolInvoc
 use serde_json::Value;
 
 use crate::api::{Admission, FollowUp, Principal, StartSession};
+use crate::direct::DirectCall;
 use crate::engine::Core;
 use crate::error::EngineError;
+
+/// Who an unbound `callTool` acts for when its grant names no principal.
+const HOST_PRINCIPAL: &str = "host";
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)
 /// in none.
@@ -230,10 +234,25 @@ impl EngineHost {
         }
     }
 
+    /// Bound to the calling session, the call runs as part of the caller (`direct::call_nested`);
+    /// with no session, as an unbound direct call in a scratch workspace.
     async fn call_tool_now(&self, name: String, input: Value) -> HostResult<CallOutcome> {
-        let _core = self.core()?;
-        let _ = (name, input);
-        Err(HostError::new(HostErrorKind::Unavailable, "not_available", "callTool is not available yet"))
+        let core = self.core()?;
+        let outcome = match &self.scope.session_id {
+            Some(session) => crate::direct::call_nested(&core, session.clone(), name, input).await,
+            None => {
+                let principal = self.scope.principal.clone().unwrap_or_else(|| Principal::new(HOST_PRINCIPAL));
+                crate::direct::call_tool(&core, DirectCall::new(name, input, principal)).await
+            }
+        }
+        .map_err(engine_error)?;
+        Ok(CallOutcome {
+            tool_name: outcome.tool_name,
+            call_id: outcome.call_id,
+            is_error: outcome.is_error,
+            result: outcome.result,
+            duration_ms: outcome.duration_ms,
+        })
     }
 }
 
@@ -323,13 +342,14 @@ fn store_error(error: bdk_store::Error) -> HostError {
 
 fn engine_error(error: EngineError) -> HostError {
     let kind = match &error {
-        EngineError::SessionNotFound(_) => HostErrorKind::NotFound,
+        EngineError::SessionNotFound(_) | EngineError::UnknownTool { .. } => HostErrorKind::NotFound,
         EngineError::Forbidden(_) => HostErrorKind::Forbidden,
         EngineError::StaleToken(_) | EngineError::SessionBusy(_) | EngineError::NotFollowable(_) => {
             HostErrorKind::Conflict
         }
         EngineError::Draining => HostErrorKind::Unavailable,
         EngineError::InvalidRequest(_) => HostErrorKind::Invalid,
+        EngineError::WorkspaceUnavailable(_) => HostErrorKind::Internal,
         EngineError::Store(detail) => {
             tracing::error!(error = %detail, "host service storage failure");
             return HostError::new(HostErrorKind::Internal, "internal_error", "internal error; see the server log");

@@ -1,8 +1,10 @@
 //! The host services a command reaches over HTTP (`BDK_HOST_URL` + `BDK_HOST_TOKEN`), through a
 //! real turn on a real socket: a Python command tool (`probe`) makes the requests its input
 //! lists with Python's urllib and returns the replies. Guards: kv and files of the calling
-//! session; the agent-wide scope; no reach into another session's data; `send`; the token dies
-//! with its call; forged, absent and foreign tokens are 401; proxied requests 403; path escapes 400.
+//! session; the agent-wide scope; no reach into another session's data; `send`; `callTool` (a
+//! write from inside a running turn, bound to its session); host services of direct calls; the
+//! token dies with its call; forged, absent and foreign tokens are 401; proxied requests 403;
+//! path escapes 400.
 
 use bdk_model::ScriptStep;
 use reqwest::StatusCode;
@@ -13,6 +15,17 @@ use super::support::{Host, host, within};
 const PROBE_TOML: &str = r#"description = "Calls the host services as its input says."
 effect = "read"
 command = ["python3", "lib/probe.py"]
+"#;
+
+/// A write that answers with its input and the call facts it was given.
+const STAMP_TOML: &str = r#"description = "Stamps its input."
+effect = "write"
+command = ["python3", "-c", "import json, os, sys; i = json.load(sys.stdin)['input']; json.dump({'input': i, 'sessionId': os.environ.get('BDK_SESSION_ID'), 'hasToken': 'BDK_HOST_TOKEN' in os.environ}, sys.stdout)"]
+
+[input_schema]
+type = "object"
+required = ["n"]
+properties = { n = { type = "integer" } }
 "#;
 
 /// Makes each request of `input.steps` (`{path, body?, method?, token?, swap?}`) against
@@ -55,6 +68,7 @@ async fn probe_host(slugs: &[&str], probes: &[Value]) -> Host {
         .agents(slugs)
         .file("bot/tools/probe.toml", PROBE_TOML)
         .file("bot/lib/probe.py", PROBE_PY)
+        .file("bot/tools/stamp.toml", STAMP_TOML)
         .script(steps)
         .start()
         .await
@@ -63,10 +77,15 @@ async fn probe_host(slugs: &[&str], probes: &[Value]) -> Host {
 /// Starts a session, waits for its probe call, and returns (session id, the probe's output).
 async fn run_probe(host: &Host) -> (String, Value) {
     let id = host.start_session("probe").await.session_id.to_string();
-    let event = host.wait_for(&id, "action.result", None).await;
-    let data = serde_json::to_value(&event).unwrap()["data"].clone();
-    assert_eq!(data["isError"], json!(false), "{data}");
     host.wait_for(&id, "session.waiting", None).await;
+    let events = host.events(&id).await;
+    let data = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .find(|e| e["type"] == json!("action.result") && e["data"]["toolName"] == json!("probe"))
+        .expect("the probe's action.result")["data"]
+        .clone();
+    assert_eq!(data["isError"], json!(false), "{data}");
     (id, data["result"].clone())
 }
 
@@ -254,5 +273,69 @@ async fn send_starts_then_resumes_a_channel_session() {
     let sent = sessions.iter().find(|s| s["sessionId"] == first["sessionId"]).unwrap();
     assert_eq!(sent["channel"], json!("ops"));
     assert_eq!(sent["principal"], json!("local"), "sent as the calling session's principal");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_tool_runs_a_tool_bound_to_the_calling_session() {
+    let steps = json!([
+        post("/call-tool", json!({"name": "stamp", "input": {"n": 1}})),
+        post("/call-tool", json!({"name": "nope"})),
+        post("/call-tool", json!({"name": "stamp", "input": {"n": "one"}})),
+    ]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let (id, out) = run_probe(&host).await;
+    // A write, called while the caller's own turn runs: part of that call, so not `session_busy`.
+    let called = reply(&out, 0, 200);
+    assert_eq!(called["toolName"], json!("stamp"));
+    assert_eq!(called["isError"], json!(false), "{called}");
+    assert_eq!(called["result"], json!({"input": {"n": 1}, "sessionId": id, "hasToken": true}));
+    let unknown = reply(&out, 1, 404);
+    assert_eq!(unknown["error"], json!("unknown_tool"));
+    assert!(unknown["message"].as_str().unwrap().contains("stamp"), "{unknown}");
+    assert_eq!(reply(&out, 2, 400)["error"], json!("invalid_tool_input"));
+
+    // The nested call is on the session's stream, marked direct.
+    let events = host.events(&id).await;
+    let nested = events
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .find(|e| e["type"] == json!("action.result") && e["data"]["toolName"] == json!("stamp"));
+    assert_eq!(nested.unwrap()["data"]["direct"], json!(true));
+    assert_eq!(host.state.host_tokens.live(), 0);
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_calls_get_host_services_too() {
+    let host = probe_host(&["hello"], &[]).await;
+    let steps = json!([
+        post("/kv/get", json!({"key": "k"})),
+        post("/kv/put", json!({"key": "k", "value": "direct", "scope": "agent"})),
+        post("/call-tool", json!({"name": "stamp", "input": {"n": 2}})),
+    ]);
+    let called = host.post("/v1/tools/probe", &json!({"input": {"steps": steps}})).await;
+    assert_eq!(called.status, StatusCode::OK, "{}", called.text);
+    let out = &called.body["result"];
+    assert_eq!(reply(out, 0, 400)["error"], json!("no_session"), "an unbound call has no session data");
+    reply(out, 1, 200);
+    let stamped = reply(out, 2, 200);
+    assert_eq!(stamped["result"]["sessionId"], Value::Null);
+
+    // Bound to a session, the call reaches that session's data.
+    let session = host.start_session("hi").await.session_id.to_string();
+    host.wait_for(&session, "session.waiting", None).await;
+    let steps = json!([
+        post("/kv/put", json!({"key": "mine", "value": 1})),
+        post("/kv/get", json!({"key": "k", "scope": "agent"})),
+        { "path": "/session", "method": "GET" },
+    ]);
+    let bound = host.post("/v1/tools/probe", &json!({"input": {"steps": steps}, "sessionId": session})).await;
+    assert_eq!(bound.status, StatusCode::OK, "{}", bound.text);
+    let out = &bound.body["result"];
+    reply(out, 0, 200);
+    assert_eq!(reply(out, 1, 200)["value"], json!("direct"));
+    assert_eq!(reply(out, 2, 200)["sessionId"], json!(session));
+    assert_eq!(host.state.host_tokens.live(), 0);
     host.shutdown().await;
 }
