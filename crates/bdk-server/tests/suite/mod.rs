@@ -8,3 +8,4 @@ mod session;
 mod shutdown;
 mod stream;
 mod support;
+mod tools;
