@@ -201,9 +201,7 @@ impl EngineHost {
         let token = crate::tokens::channel_token(&request.channel, &key).map_err(engine_error)?;
         // Find-or-create under one lock, so two sends with one key make one session.
         let _guard = core.host.send_lock.lock().await;
-        let existing = core.stores.sessions.list().await.map_err(store_error)?.into_iter().find(|record| {
-            record.channel == request.channel && record.continuation_token.as_deref() == Some(token.as_str())
-        });
+        let existing = core.direct_tokens.find(&core, &token).await.map_err(engine_error)?;
         match existing {
             Some(record) => {
                 let follow_up = FollowUp {

@@ -80,7 +80,8 @@ impl CallContext {
 
     /// The `context` object: `sessionId`, `turnId`, `callId`, `workspaceDir`, `stateRoot`,
     /// `dryRun`, `asOf` (absent values are `null`), and for a direct call made with a
-    /// continuation token `channel` and `continuationKey` (absent otherwise).
+    /// continuation token `channel` and `continuationKey`, and for a call with host access
+    /// `hostUrl` and `hostToken` (absent otherwise).
     pub fn to_json(&self) -> Value {
         let mut context = json!({
             "sessionId": self.session_id,
@@ -94,6 +95,12 @@ impl CallContext {
         if let (Some(identity), Some(object)) = (&self.identity, context.as_object_mut()) {
             object.insert("channel".into(), Value::String(identity.channel.clone()));
             object.insert("continuationKey".into(), Value::String(identity.key.clone()));
+        }
+        // A persistent process's environment is fixed at start, so per-call host access travels
+        // here too (`hostUrl`, `hostToken`; absent when the call has none).
+        if let (Some(host), Some(object)) = (&self.host, context.as_object_mut()) {
+            object.insert("hostUrl".into(), Value::String(host.url.clone()));
+            object.insert("hostToken".into(), Value::String(host.token.clone()));
         }
         context
     }

@@ -136,3 +136,27 @@ async fn dropping_the_registry_kills_the_process() {
     drop(tools);
     wait_dead(first).await;
 }
+
+#[tokio::test]
+async fn per_call_host_access_travels_in_the_context() {
+    //! Guards: a persistent process (whose environment is fixed) gets each call's own
+    //! `hostUrl`/`hostToken` in `context`, and none when the call has no host access.
+    let bot = Bot::new();
+    bot.script(
+        "lib/host.py",
+        "#!/usr/bin/env python3\nimport json, sys\nfor line in sys.stdin:\n    r = json.loads(line)\n    \
+         c = r['context']\n    print(json.dumps({'id': r['id'], 'result': [c.get('hostUrl'), c.get('hostToken')]}), \
+         flush=True)\n",
+    );
+    let mut tool = bot.command("hosted", &["python3", "lib/host.py"]);
+    tool.persistent = true;
+    let tools = bot.registry(vec![tool]);
+    for token in ["tok-1", "tok-2"] {
+        let mut invocation = bot.invocation("hosted", json!({}));
+        invocation.host = Some(bdk_tools::HostAccess { url: "http://127.0.0.1:9/v1/host".into(), token: token.into() });
+        let outcome = call(&tools, invocation).await;
+        assert_eq!(outcome.result, json!(["http://127.0.0.1:9/v1/host", token]), "{outcome:?}");
+    }
+    let outcome = call(&tools, bot.invocation("hosted", json!({}))).await;
+    assert_eq!(outcome.result, json!([null, null]));
+}
