@@ -38,8 +38,9 @@ pub use bdk_protocol as protocol;
 pub use bdk_tools as tools;
 pub use bdk_tools::native::native_def;
 pub use bdk_tools::{
-    Effect, HostAccess, NativeTool, NoTools, ProjectTools, ProjectToolsBuilder, RegistryOptions, ToolContext,
-    ToolError, ToolInfo, ToolInvocation, ToolKind, ToolOutcome, ToolRegistry, ToolSpec,
+    Effect, HostAccess, HostError, HostServices, NativeTool, NoTools, ProjectTools, ProjectToolsBuilder,
+    RegistryOptions, Scope, ToolContext, ToolError, ToolInfo, ToolInvocation, ToolKind, ToolOutcome, ToolRegistry,
+    ToolSpec,
 };
 pub use schemars;
 pub use serde_json;
