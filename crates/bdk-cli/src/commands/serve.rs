@@ -91,11 +91,7 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions {
-            price: resolved.price,
-            host: Some(host_tokens.authority(&slug)),
-            ..EngineOptions::default()
-        };
+        let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
         let tools = mount::tools(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
