@@ -32,6 +32,8 @@ pub enum Command {
     Trajectory(TrajectoryArgs),
     /// Print a session's per-turn token usage and estimated cost.
     Cost(CostArgs),
+    /// Call one server tool directly, with no model turn; prints the route's JSON envelope.
+    Call(CallArgs),
 }
 
 #[derive(Debug, Args)]
@@ -156,4 +158,34 @@ pub struct CostArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `bdk call`. Exit codes: 0 the tool ran, 1 it reported `isError`, 3 an error code.
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The tool to call (a server tool of the project).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Run on this project, through an ephemeral in-process server on its state directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    pub dir: Option<PathBuf>,
+    /// Call a running server instead (`POST /v1/tools/:name`); the agent's base URL.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// The tool's input, a JSON object; `-` reads it from stdin.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    pub input: String,
+    /// Bind the call to this session: its workspace, the owner check, recorded on its stream.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Bind by continuation token (`<channelId>:<key>`); with no session behind it, the call runs
+    /// in a scratch workspace with the token's channel and key as its identity.
+    #[arg(long, value_name = "TOKEN")]
+    pub continuation_token: Option<String>,
+    /// With `--url`: the bearer token the server requires.
+    #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
+    /// With `--dir`: the state root `serve` uses (default: `<project>/.bdk/`).
+    #[arg(long, value_name = "DIR", requires = "dir")]
+    pub state_root: Option<PathBuf>,
 }

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 pub enum Exit {
     /// The command did its work; warnings may have been printed.
     Ok = 0,
-    /// The project has error diagnostics.
+    /// The project has error diagnostics; for `bdk call`, also: the tool ran and reported
+    /// `isError: true`.
     ProjectErrors = 1,
     // 2 is clap's: the command line could not be parsed.
     /// The command could not do its work (I/O, a refused target, an unknown template).

@@ -3,6 +3,7 @@
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
+mod call;
 mod cost;
 mod cost_url;
 mod info;
@@ -21,5 +22,6 @@ pub fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Run(args) => run::run(&args),
         Command::Trajectory(args) => trajectory::run(&args),
         Command::Cost(args) => cost::run(&args),
+        Command::Call(args) => call::run(&args),
     }
 }

@@ -1,3 +1,4 @@
+mod call;
 mod cost_url;
 mod examples;
 mod init;
