@@ -17,9 +17,10 @@
 //! - a session whose workspace cannot be created: a read falls back to a scratch workspace
 //!   (`scratchWorkspace: true`), a write is `WorkspaceUnavailable`.
 //!
-//! Every call runs on a task of its own, so a caller that goes away (a closed HTTP connection)
-//! neither cancels a half-done write nor leaves its scratch folder or a missing `action.result`
-//! behind.
+//! A bound call runs on a task of its own, so a caller that goes away (a closed HTTP connection)
+//! neither cancels a half-done write nor leaves an `actions.requested` without its result. An
+//! unbound call records nothing and runs on the caller's task (a spawn is a measurable share of a
+//! native call): a caller that goes away cancels it, and its scratch folder is still removed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -136,7 +137,7 @@ pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<D
         Binding::Token(token) => core.direct_tokens.find(core, &token).await?,
     };
     let Some(record) = record else {
-        return spawn(run_scratch(core.clone(), call, request.principal)).await;
+        return run_scratch(core.clone(), call, request.principal).await;
     };
     check_owner(&record, &request.principal)?;
     let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
@@ -302,14 +303,31 @@ async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Res
 /// A call with no session: a scratch workspace, removed afterwards.
 async fn run_scratch(core: Arc<Core>, call: Checked, principal: Principal) -> Result<DirectOutcome> {
     let workspace = scratch_dir(&core, &call.call_id).await?;
+    let mut guard = ScratchGuard { core: core.clone(), call: Some(call.call_id.clone()) };
     let invocation = ToolInvocation {
         workspace: Some(workspace),
         identity: call.identity.clone(),
         ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
     };
     let (outcome, duration_ms) = run(&core, invocation, Some(principal)).await;
+    guard.call = None;
     remove_scratch(&core, &call.call_id).await;
     Ok(outcome_of(call, outcome, duration_ms, false, None, None))
+}
+
+/// Removes an unbound call's scratch folder if the call is dropped before it returns (its caller
+/// went away); the call removes it itself otherwise.
+struct ScratchGuard {
+    core: Arc<Core>,
+    call: Option<CallId>,
+}
+
+impl Drop for ScratchGuard {
+    fn drop(&mut self) {
+        let (Some(call), Ok(runtime)) = (self.call.take(), tokio::runtime::Handle::try_current()) else { return };
+        let core = self.core.clone();
+        runtime.spawn(async move { remove_scratch(&core, &call).await });
+    }
 }
 
 /// Runs the tool under a child of the engine's token (drain cancels it), timing the body.
