@@ -1,23 +1,7 @@
-//! The `bdk` binary: parses the command line, runs one command, and maps its outcome to the
-//! documented exit codes (docs/cli.md).
+//! The `bdk` binary: the library's command line with nothing embedded.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-mod cli;
-mod commands;
-mod exit;
-mod report;
-mod templates;
-
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
-    match commands::run(cli) {
-        Ok(code) => code.into(),
-        Err(err) => {
-            eprintln!("bdk: {err:#}");
-            exit::Exit::Failure.into()
-        }
-    }
+    bdk_cli::main_with(bdk_cli::Embed::default())
 }

@@ -89,7 +89,11 @@ pub fn summary(info: &ProjectInfo) -> String {
                 Value::Bool(true) => ", approval",
                 _ => ", approval when",
             };
-            let from = if t.source == Source::Extension { ", extension" } else { "" };
+            let from = match t.source {
+                Source::File => "",
+                Source::Native => ", native",
+                Source::Extension => ", extension",
+            };
             format!("{} [{}, {effect}{approval}{from}]", t.name, t.execution)
         })
         .collect();

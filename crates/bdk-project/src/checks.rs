@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::diag::{Code, Diagnostics};
 use crate::formats::agent::BUILTIN_TOOLS;
-use crate::model::{Advertise, ConnectionScope, HookSink, Project, ScheduleAction};
+use crate::model::{Advertise, ConnectionScope, HookSink, Project, ScheduleAction, ToolDef};
 use crate::parse;
 use crate::source::SourceFile;
 
@@ -19,6 +19,28 @@ pub fn run(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagn
     placeholders(project, diags);
     schedule_channels(project, diags);
     eval_tool_references(project, diags);
+}
+
+/// Adds tools registered in Rust (an embedder's native tools, `source: "native"`) to `project`,
+/// so its manifest lists them, and re-runs the rules that read tool names: a native tool whose
+/// name a file tool, a built-in or an MCP tool already claims is a `name_clash` error, a name the
+/// model APIs refuse is `invalid_name`, and an eval may name a native tool.
+pub fn add_native_tools(project: &mut Project, tools: Vec<ToolDef>) {
+    if tools.is_empty() {
+        return;
+    }
+    let mut diags = Diagnostics::new();
+    for tool in tools.iter().filter(|t| !parse::is_valid_tool_name(&t.name)) {
+        diags.report(Code::InvalidName, None, None, format!("native tool `{}` is not a valid tool name", tool.name));
+    }
+    project.caps.tools.extend(tools);
+    // The re-run reports the clashes found at load again (deduplicated below); the eval
+    // references are checked afresh, now against the native tools too.
+    let unknown_reference = Code::UnknownToolReference.as_str();
+    diags.extend(project.diagnostics.drain(..).filter(|d| d.code != unknown_reference).collect());
+    model_tool_names(project, &mut diags);
+    eval_tool_references(project, &mut diags);
+    project.diagnostics = diags.into_sorted();
 }
 
 /// Within one kind, a name means one thing (`schedules/a.md` and `schedules/a.toml` clash).
@@ -67,6 +89,9 @@ fn model_tool_names(project: &Project, diags: &mut Diagnostics) {
             // The message never names the file it is attached to.
             let message = if prev_file.as_deref() == file && file.is_some() {
                 format!("tool name `{name}` is claimed twice in this file")
+            } else if file.is_none() {
+                // Attached to no file (a native tool): say whose name it is.
+                format!("{owner} has a name already claimed by {prev}")
             } else {
                 format!("tool name `{name}` is already claimed by {prev}")
             };

@@ -8,7 +8,7 @@ use bdk_engine::{AgentConfig, Engine, EngineOptions};
 use bdk_model::{ModelInput, ModelLayer, ModelProvider, ProviderOptions, ResolvedModel};
 use bdk_project::Project;
 use bdk_store::FsStore;
-use bdk_tools::ToolRegistry;
+use bdk_tools::{ProjectTools, ProjectToolsBuilder, ToolRegistry};
 
 use crate::state::Agent;
 
@@ -31,14 +31,35 @@ pub fn provider(project: &Project, cli: ModelLayer) -> (ResolvedModel, Arc<dyn M
     (resolved, provider)
 }
 
+/// What an embedder does to every agent's registry builder before it is built: it adds native
+/// tools (`bdk_cli::Embed` makes one).
+pub type ExtendTools = dyn Fn(ProjectToolsBuilder) -> ProjectToolsBuilder + Send + Sync;
+
 /// The project's tools: its command, agent and persistent tools plus the built-in workspace tools
 /// its `tools` allowlist admits. Commands see `state_dir` as `BDK_STATE_ROOT`.
 pub fn tools(project: &Project, state_dir: &Path) -> Result<Arc<dyn ToolRegistry>, MountError> {
-    let registry = bdk_tools::ProjectTools::builder(project)
-        .state_root(state_dir)
+    tools_with(project, state_dir, &|builder| builder)
+}
+
+/// [`tools`] plus what `extend` registers (native tools).
+pub fn tools_with(
+    project: &Project,
+    state_dir: &Path,
+    extend: &ExtendTools,
+) -> Result<Arc<dyn ToolRegistry>, MountError> {
+    let registry = extend(ProjectTools::builder(project).state_root(state_dir))
         .build()
         .map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
     Ok(Arc::new(registry))
+}
+
+/// Adds the native tools `extend` registers to `project`'s model, so its manifest (`bdk info`,
+/// and `GET /v1/info` once the project is mounted) lists them with `source: "native"`, and a
+/// name one of them shares with a file tool or a built-in is a `name_clash` error diagnostic
+/// rather than an override. Nothing is built or run.
+pub fn add_native_tools(project: &mut Project, extend: &ExtendTools) {
+    let defs = extend(ProjectTools::empty(project.bot_dir.clone()).without_builtins()).native_defs();
+    bdk_project::checks::add_native_tools(project, defs);
 }
 
 /// Why an agent could not be mounted.

@@ -177,10 +177,14 @@ impl fmt::Debug for ProjectToolsBuilder {
 
 impl ProjectTools {
     /// A builder holding `project`'s tools, its built-in allowlist and its workspace plan.
+    ///
+    /// Native definitions in the project (added for `info` by
+    /// `bdk_project::checks::add_native_tools`) only describe; the tools themselves are
+    /// registered with [`ProjectToolsBuilder::native`].
     pub fn builder(project: &Project) -> ProjectToolsBuilder {
         ProjectToolsBuilder {
             bot_dir: project.bot_dir.clone(),
-            defs: project.caps.tools.clone(),
+            defs: project.caps.tools.iter().filter(|t| t.source != Source::Native).cloned().collect(),
             natives: Vec::new(),
             builtins: project.harness.tools.clone(),
             with_builtins: true,
@@ -239,6 +243,12 @@ impl ProjectToolsBuilder {
     pub fn native<T: NativeTool>(mut self, tool: T) -> Self {
         self.natives.push(native::erase(tool));
         self
+    }
+
+    /// The definitions of the native tools added so far, without building (for `info`, which
+    /// lists them with `source: "native"`).
+    pub fn native_defs(&self) -> Vec<ToolDef> {
+        self.natives.iter().map(|tool| tool.def(self.bot_dir.clone())).collect()
     }
 
     /// Adds a tool definition (as if read from a file).

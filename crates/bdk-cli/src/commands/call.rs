@@ -25,6 +25,7 @@ use bdk_store::FsStore;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use crate::Embed;
 use crate::cli::CallArgs;
 use crate::exit::Exit;
 use crate::report;
@@ -34,7 +35,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the ephemeral server waits for anything still running when the call is done.
 const EPHEMERAL_GRACE: Duration = Duration::from_secs(5);
 
-pub fn run(args: &CallArgs) -> anyhow::Result<Exit> {
+pub fn run(args: &CallArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let input = match read_input(&args.input) {
         Ok(input) => input,
         Err(message) => {
@@ -51,7 +52,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<Exit> {
     let (status, envelope) = match (&args.url, &args.dir) {
         (Some(url), _) => runtime.block_on(post(url, &args.name, &body, args.token.as_deref()))?,
         (None, Some(dir)) => {
-            let discovery = bdk_project::discover(std::slice::from_ref(dir));
+            let discovery = embed.discover(std::slice::from_ref(dir));
             if discovery.has_errors() {
                 report::emit(&report::diagnostics_text(&discovery));
                 return Ok(Exit::ProjectErrors);
@@ -61,7 +62,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<Exit> {
                 bail!("`bdk call --dir` needs exactly one project; {} holds {}", dir.display(), projects.len());
             }
             let project = projects.remove(0);
-            runtime.block_on(call_ephemeral(project, args, &body))?
+            runtime.block_on(call_ephemeral(project, args, embed, &body))?
         }
         (None, None) => bail!("pass --dir or --url"),
     };
@@ -122,13 +123,14 @@ async fn post(base: &str, tool: &str, body: &ToolCallRequest, token: Option<&str
 async fn call_ephemeral(
     project: bdk_project::Project,
     args: &CallArgs,
+    embed: &Embed,
     body: &ToolCallRequest,
 ) -> anyhow::Result<(u16, Value)> {
     let dir = mount::state_dir(&project, args.state_root.as_deref());
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     let host_tokens = HostTokens::new();
     let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&project.slug)) };
-    let tools = mount::tools(&project, &dir)?;
+    let tools = embed.registry(&project, &dir)?;
     let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
     let engine = Engine::with_options(AgentConfig::from_project(&project), store.stores(), provider, tools, options);
     let state = AppState::new(

@@ -3,12 +3,13 @@
 
 use bdk_protocol::info::AgentsInfo;
 
+use crate::Embed;
 use crate::cli::ProjectArgs;
 use crate::exit::Exit;
 use crate::report;
 
-pub fn run(args: &ProjectArgs) -> anyhow::Result<Exit> {
-    let discovery = bdk_project::discover(&args.dirs);
+pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
+    let discovery = embed.discover(&args.dirs);
     let (errors, _) = report::count(discovery.all_diagnostics());
     if args.json {
         let mut infos: Vec<_> = discovery.projects.iter().map(bdk_project::manifest).collect();

@@ -1,5 +1,7 @@
-//! One module per verb; each returns the exit code it earned.
+//! One module per verb; each returns the exit code it earned. The commands that read projects
+//! get the [`Embed`] and see its native tools.
 
+use crate::Embed;
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
@@ -13,15 +15,15 @@ mod serve;
 mod trajectory;
 mod validate;
 
-pub fn run(cli: Cli) -> anyhow::Result<Exit> {
+pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
     match cli.command {
-        Command::Validate(args) => validate::run(&args),
-        Command::Info(args) => info::run(&args),
+        Command::Validate(args) => validate::run(&args, embed),
+        Command::Info(args) => info::run(&args, embed),
         Command::Init(args) => init::run(&args),
-        Command::Serve(args) => serve::run(&args),
-        Command::Run(args) => run::run(&args),
+        Command::Serve(args) => serve::run(&args, embed),
+        Command::Run(args) => run::run(&args, embed),
         Command::Trajectory(args) => trajectory::run(&args),
         Command::Cost(args) => cost::run(&args),
-        Command::Call(args) => call::run(&args),
+        Command::Call(args) => call::run(&args, embed),
     }
 }

@@ -14,6 +14,7 @@ use bdk_protocol::{Event, EventData};
 use bdk_server::mount;
 use bdk_store::FsStore;
 
+use crate::Embed;
 use crate::cli::RunArgs;
 use crate::exit::Exit;
 use crate::report;
@@ -23,8 +24,8 @@ const PRINCIPAL: &str = bdk_server::auth::LOCAL_PRINCIPAL;
 /// The channel recorded on `run` sessions.
 const CHANNEL: &str = "cli";
 
-pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
-    let discovery = bdk_project::discover(std::slice::from_ref(&args.dir));
+pub fn run(args: &RunArgs, embed: &Embed) -> anyhow::Result<Exit> {
+    let discovery = embed.discover(std::slice::from_ref(&args.dir));
     if discovery.has_errors() {
         report::emit(&report::diagnostics_text(&discovery));
         return Ok(Exit::ProjectErrors);
@@ -35,7 +36,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     }
     let project = projects.remove(0);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let (trajectory, trace) = runtime.block_on(run_turn(project, args))?;
+    let (trajectory, trace) = runtime.block_on(run_turn(project, args, embed))?;
     print(&trajectory, args.json)?;
     if !args.json {
         println!("trace: {}", trace.display());
@@ -43,14 +44,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Exit> {
     Ok(if trajectory.status == "failed" { Exit::Failure } else { Exit::Ok })
 }
 
-async fn run_turn(project: bdk_project::Project, args: &RunArgs) -> anyhow::Result<(Trajectory, PathBuf)> {
+async fn run_turn(
+    project: bdk_project::Project,
+    args: &RunArgs,
+    embed: &Embed,
+) -> anyhow::Result<(Trajectory, PathBuf)> {
     let dir = mount::state_dir(&project, args.state_root.as_deref());
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
     let stores = store.stores();
     let options = EngineOptions { price: resolved.price, ..EngineOptions::default() };
     let config = AgentConfig::from_project(&project);
-    let tools = mount::tools(&project, &dir)?;
+    let tools = embed.registry(&project, &dir)?;
     let engine = Engine::with_options(config, stores.clone(), provider, tools, options);
 
     let principal = Principal::new(PRINCIPAL);

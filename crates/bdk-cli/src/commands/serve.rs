@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+use crate::Embed;
 use crate::cli::{ServeArgs, ServeMode};
 use crate::exit::Exit;
 use crate::report;
@@ -27,8 +28,8 @@ const PORT_TRIES: u16 = 20;
 /// The variable that filters log output (`tracing` env-filter syntax).
 const LOG_ENV: &str = "BDK_LOG";
 
-pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
-    let discovery = bdk_project::discover(&args.dirs);
+pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
+    let discovery = embed.discover(&args.dirs);
     if discovery.has_errors() {
         eprint!("{}", report::diagnostics_text(&discovery));
         eprintln!("bdk: not serving: fix the errors above (`bdk validate` shows them too)");
@@ -67,7 +68,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
     let logs = LogBuffer::default();
     init_logging(&logs);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(args, projects, options, logs))?;
+    runtime.block_on(serve(args, embed, projects, options, logs))?;
     // Everything is logged synchronously to stderr; make sure it and stdout are out.
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -76,6 +77,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<Exit> {
 
 async fn serve(
     args: &ServeArgs,
+    embed: &Embed,
     projects: Vec<bdk_project::Project>,
     options: ServeOptions,
     logs: LogBuffer,
@@ -92,7 +94,7 @@ async fn serve(
         let slug = project.slug.clone();
         let info = provider.info();
         let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
-        let tools = mount::tools(&project, &dir)?;
+        let tools = embed.registry(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
             agent = %slug,

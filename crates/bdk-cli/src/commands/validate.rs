@@ -3,6 +3,7 @@
 use bdk_protocol::Diagnostic;
 use serde::Serialize;
 
+use crate::Embed;
 use crate::cli::ProjectArgs;
 use crate::exit::Exit;
 use crate::report;
@@ -28,8 +29,8 @@ struct ProjectReport<'a> {
     diagnostics: &'a [Diagnostic],
 }
 
-pub fn run(args: &ProjectArgs) -> anyhow::Result<Exit> {
-    let discovery = bdk_project::discover(&args.dirs);
+pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
+    let discovery = embed.discover(&args.dirs);
     let (errors, warnings) = report::count(discovery.all_diagnostics());
     if args.json {
         let out = ValidateReport {

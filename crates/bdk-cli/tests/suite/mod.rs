@@ -2,6 +2,7 @@ mod call;
 mod cost_url;
 mod examples;
 mod init;
+mod native;
 mod run;
 mod serve;
 mod serve_model;
