@@ -30,7 +30,18 @@
 //! ```
 //!
 //! `examples/native_tool.rs` runs one end to end.
+//!
+//! To ship your own `bdk` binary (the same commands, with your native tools in every project:
+//! `info` lists them with `source: "native"`, `serve`, `run` and `call` run them), hand them to
+//! [`main_with`]; `examples/custom_bdk.rs` is one:
+//!
+//! ```ignore
+//! fn main() -> std::process::ExitCode {
+//!     bdk::main_with(bdk::Embed::new().native(Weather)) // Weather: NativeTool + Clone
+//! }
+//! ```
 
+pub use bdk_cli::{Embed, main_with};
 pub use bdk_project as project;
 pub use bdk_project::model::{Predicate, ToolDef};
 pub use bdk_project::{Project, discover, load_project};
