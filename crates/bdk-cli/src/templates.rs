@@ -1,19 +1,20 @@
 //! Project templates for `bdk init`. Each template is one of the example projects under
-//! `examples/`, embedded at build time, so the examples the test suite validates are exactly what
+//! `examples/`, embedded at build time by `build.rs` (only `bot/`, `evals/`, `README.md` and
+//! `.gitignore`), so the examples the test suite validates are exactly what
 //! `init` writes. `--name` sets `name = "..."` in the copied `bot/agent.toml`.
 
 use std::fs;
-use std::path::{Component, Path};
+use std::path::Path;
 
-use include_dir::{Dir, DirEntry, include_dir};
-
-static EXAMPLES: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../examples");
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/templates.rs"));
+}
 
 #[derive(Debug)]
 pub struct Template {
     pub name: &'static str,
     pub description: &'static str,
-    dir: &'static Dir<'static>,
+    folder: &'static str,
 }
 
 /// Template name, example folder, description.
@@ -31,7 +32,7 @@ pub fn all() -> Vec<Template> {
     TEMPLATES
         .iter()
         .filter_map(|(name, folder, description)| {
-            EXAMPLES.get_dir(folder).map(|dir| Template { name, description, dir })
+            embedded::FILES.iter().any(|(f, ..)| f == folder).then_some(Template { name, description, folder })
         })
         .collect()
 }
@@ -43,7 +44,19 @@ pub fn find(name: &str) -> Option<Template> {
 /// Writes the template under `target`; returns the number of files written.
 pub fn write(template: &Template, target: &Path, name: Option<&str>) -> std::io::Result<usize> {
     let mut count = 0;
-    write_dir(template.dir, template.dir.path(), target, &mut count)?;
+    for (_, rel, contents) in embedded::FILES.iter().filter(|(folder, ..)| *folder == template.folder) {
+        let dest = target.join(rel);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::write(&dest, contents)?;
+        #[cfg(unix)]
+        if Path::new(rel).extension().is_some_and(|e| e == "py" || e == "sh") {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))?;
+        }
+        count += 1;
+    }
     if let Some(name) = name {
         let agent = target.join("bot/agent.toml");
         let existing = fs::read_to_string(&agent).unwrap_or_default();
@@ -81,37 +94,6 @@ fn with_name(agent_toml: &str, name: &str) -> String {
         }
     }
     if replaced { out } else { format!("{line}\n{agent_toml}") }
-}
-
-/// State and build output that may sit in a developer's example folder never ship.
-fn skipped(rel: &Path) -> bool {
-    rel.components().any(|c| matches!(c, Component::Normal(n) if n == ".bdk" || n == "target" || n == "__pycache__"))
-}
-
-fn write_dir(dir: &Dir<'_>, root: &Path, target: &Path, count: &mut usize) -> std::io::Result<()> {
-    for entry in dir.entries() {
-        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-        if skipped(rel) {
-            continue;
-        }
-        match entry {
-            DirEntry::Dir(sub) => write_dir(sub, root, target, count)?,
-            DirEntry::File(file) => {
-                let dest = target.join(rel);
-                if let Some(parent) = dest.parent() {
-                    fs::create_dir_all(parent)?;
-                }
-                fs::write(&dest, file.contents())?;
-                #[cfg(unix)]
-                if rel.extension().is_some_and(|e| e == "py" || e == "sh") {
-                    use std::os::unix::fs::PermissionsExt;
-                    fs::set_permissions(&dest, fs::Permissions::from_mode(0o755))?;
-                }
-                *count += 1;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
