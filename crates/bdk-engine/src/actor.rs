@@ -5,7 +5,10 @@
 //!
 //! The actor starts turns (each its own task, see `turn.rs`), cancels them (preempt, stop),
 //! queues coalesced messages, and writes the session-level event that closes each turn
-//! (`session.waiting`, `session.completed`, `session.failed`). When idle for
+//! (`session.waiting`, `session.completed`, `session.failed`), and keeps the session's status in
+//! its record in step: `running` from the accepted message (written with the token's rotation),
+//! the settled status right after the closing event, so a record is written only on a
+//! transition. A crash between the two leaves the record stale; recovery rewrites it. When idle for
 //! `AgentConfig::idle_timeout` it retires: the registry forgets it and the store may release
 //! the session's log, so an idle session costs no task. The next request re-creates it from the
 //! store; nothing it holds is not also on disk.
@@ -19,6 +22,7 @@ use bdk_protocol::event::{
     SessionWaiting, TurnFailStatus, TurnFailed,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
+use bdk_store::record::SessionStatus;
 use bdk_store::{NewEvent, SessionRecord};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{JoinError, JoinHandle};
@@ -243,21 +247,40 @@ impl Actor {
         Ok(())
     }
 
-    /// Rotates an HTTP token (channel tokens are stable), persisting it before returning it.
+    /// Rotates an HTTP token (channel tokens are stable) and marks the session `running` (a
+    /// message was accepted), persisting both in one write, when either changes, before
+    /// returning the token.
     async fn rotate_token(&mut self) -> Result<String> {
         let record = self.record().await?;
         let current = record.continuation_token.clone().unwrap_or_default();
-        if !tokens::rotates(&current) {
+        let rotates = tokens::rotates(&current);
+        if !rotates && record.status == Some(SessionStatus::Running) {
             return Ok(current);
         }
         let mut next = record.clone();
-        let token = tokens::http_token();
+        let token = if rotates { tokens::http_token() } else { current };
         next.continuation_token = Some(token.clone());
+        next.status = Some(SessionStatus::Running);
         next.updated_at = bdk_protocol::event::timestamp_now();
         self.core.stores.sessions.update(next.clone()).await?;
-        self.core.direct_tokens.note(&token, &self.id);
+        if rotates {
+            self.core.direct_tokens.note(&token, &self.id);
+        }
         self.record = Some(next);
         Ok(token)
+    }
+
+    /// Records `status` in `session.json` if it changed. The closing event is already durable,
+    /// so a failure is logged, not returned: the listing shows the old status until recovery.
+    async fn save_status(&mut self, status: SessionStatus) {
+        let Some(record) = self.record.as_ref().filter(|r| r.status != Some(status)) else { return };
+        let mut next = record.clone();
+        next.status = Some(status);
+        next.updated_at = bdk_protocol::event::timestamp_now();
+        match self.core.stores.sessions.update(next.clone()).await {
+            Ok(()) => self.record = Some(next),
+            Err(error) => tracing::error!(session = %self.id, %error, "could not record the session's status"),
+        }
     }
 
     /// Starts a turn; `files` are its message's `workspaceFiles`.
@@ -340,20 +363,22 @@ impl Actor {
 
     /// Writes the turn's closing events and the session-level event after them: chat sessions
     /// wait for a follow-up, task sessions end.
-    async fn close(&self, outcome: Settled) -> Result<()> {
+    async fn close(&mut self, outcome: Settled) -> Result<()> {
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
-        let data = match (mode, outcome.end) {
-            (SessionMode::Chat, _) => EventData::SessionWaiting(SessionWaiting {}),
+        let (data, status) = match (mode, outcome.end) {
+            (SessionMode::Chat, _) => (EventData::SessionWaiting(SessionWaiting {}), SessionStatus::Waiting),
             (SessionMode::Task, TurnEnd::Completed { result }) => {
-                EventData::SessionCompleted(SessionCompleted { result })
+                (EventData::SessionCompleted(SessionCompleted { result }), SessionStatus::Completed)
             }
             (SessionMode::Task, TurnEnd::Failed { message } | TurnEnd::Cancelled { message }) => {
-                EventData::SessionFailed(SessionFailed { message })
+                (EventData::SessionFailed(SessionFailed { message }), SessionStatus::Failed)
             }
         };
         let mut events = outcome.closing;
         events.push(NewEvent::new(data));
-        self.append(events).await
+        self.append(events).await?;
+        self.save_status(status).await;
+        Ok(())
     }
 
     async fn append(&self, events: Vec<NewEvent>) -> Result<()> {

@@ -4,7 +4,9 @@
 //!
 //! Where a call runs (the reference's Tools page, "Call a tool without a model turn"):
 //! - no `sessionId` or `continuationToken`: a scratch workspace `tool-calls/<callId>/`, removed
-//!   when the call returns;
+//!   when the call returns. A native tool gets its path only, and creates the folder on first
+//!   use (`ToolContext::workspace`), so one that never uses it costs no `mkdir`/`rmdir` pair;
+//!   a command's `BDK_WORKSPACE_DIR` must exist, so its folder is made before it runs;
 //! - a session (by id, or a token that is some session's current token): its workspace, after
 //!   the owner check, recorded on its stream as `actions.requested` + `action.result` under a
 //!   turnId of its own and marked `direct` (the conversation sent to the model skips them). The
@@ -31,7 +33,7 @@ use bdk_protocol::event::{ActionCall, ActionResult, ActionsRequested};
 use bdk_protocol::http::ToolCallResponse;
 use bdk_protocol::{CallId, EventData, SessionId, TurnId};
 use bdk_store::{NewEvent, SessionRecord};
-use bdk_tools::{CallIdentity, Effect, ToolInvocation, ToolOutcome};
+use bdk_tools::{CallIdentity, Effect, ToolInvocation, ToolKind, ToolOutcome};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
@@ -107,6 +109,7 @@ pub(crate) struct Checked {
     tool: String,
     input: Value,
     effect: Effect,
+    kind: ToolKind,
     identity: Option<CallIdentity>,
 }
 
@@ -198,7 +201,7 @@ fn check(core: &Core, tool: String, input: Value, identity: Option<CallIdentity>
         return Err(EngineError::InvalidToolInput { name: tool, errors });
     }
     let effect = tools.effect(&tool, &input);
-    Ok(Checked { call_id: CallId::generate(&tool), tool, input, effect, identity })
+    Ok(Checked { call_id: CallId::generate(&tool), tool, input, effect, kind: info.kind, identity })
 }
 
 /// Runs `work` on a task of its own, so dropping the caller does not cut it short.
@@ -300,9 +303,13 @@ async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Res
     Ok(outcome_of(call, outcome, duration_ms, scratch, Some(session), Some(turn)))
 }
 
-/// A call with no session: a scratch workspace, removed afterwards.
+/// A call with no session: a scratch workspace, removed afterwards (a native tool's only if it
+/// made it: removing one never made is a failed `rmdir`).
 async fn run_scratch(core: Arc<Core>, call: Checked, principal: Principal) -> Result<DirectOutcome> {
-    let workspace = scratch_dir(&core, &call.call_id).await?;
+    let workspace = match call.kind {
+        ToolKind::Native => core.stores.workspaces.call_workspace_path(&call.call_id),
+        _ => scratch_dir(&core, &call.call_id).await?,
+    };
     let mut guard = ScratchGuard { core: core.clone(), call: Some(call.call_id.clone()) };
     let invocation = ToolInvocation {
         workspace: Some(workspace),

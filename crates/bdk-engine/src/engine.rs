@@ -14,6 +14,7 @@ use std::time::Duration;
 use bdk_model::{ModelProvider, Price};
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
+use bdk_store::record::SessionStatus;
 use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
 use bdk_tools::ToolRegistry;
 use tokio::sync::{mpsc, oneshot};
@@ -190,6 +191,7 @@ impl Core {
         record.dry_run = request.dry_run;
         record.as_of = request.as_of;
         record.purpose = request.purpose.clone();
+        record.status = Some(SessionStatus::Running);
         self.stores.sessions.create(record.clone()).await?;
         self.direct_tokens.note(&token, &id);
         self.call(&id, Some(record), |reply| Command::Start { request, reply }).await
@@ -214,7 +216,8 @@ impl Core {
     }
 
     pub async fn list(&self, scope: ListScope) -> Result<Vec<SessionSummary>> {
-        // Reading each session's last event opens its log; every one is released right after.
+        // Only `session.json` records: their actors keep `status` current. A record written
+        // before that field existed falls back to its log's last event (opened, then released).
         let records = self.stores.sessions.list().await?;
         let mut out = Vec::new();
         for record in records {
@@ -223,11 +226,16 @@ impl Core {
             {
                 continue;
             }
-            let last = last_event(self, &record.id).await;
-            self.release_if_idle(&record.id);
-            let (status, updated_at) = match &last {
-                Some(event) => (status::of_last_event(event), event.at.max(record.updated_at)),
-                None => (status::RUNNING, record.updated_at),
+            let (status, updated_at) = match record.status {
+                Some(status) => (status.as_str(), record.updated_at),
+                None => {
+                    let last = last_event(self, &record.id).await;
+                    self.release_if_idle(&record.id);
+                    match &last {
+                        Some(event) => (status::of_last_event(event), event.at.max(record.updated_at)),
+                        None => (status::RUNNING, record.updated_at),
+                    }
+                }
             };
             out.push(SessionSummary {
                 session_id: record.id,

@@ -4,6 +4,10 @@
 //! sessions `session.waiting` (they take follow-ups again), task sessions `session.completed`
 //! or `session.failed`. Running it twice changes nothing the second time.
 //!
+//! It also leaves each record's `status` (what `GET /v1/sessions` shows) equal to what the log
+//! says: a crash between a closing event and the record's write, or a record written before the
+//! field existed, is rewritten here, so listings after a restart read no log.
+//!
 //! Tool calls the open turn had parked for approval are closed first, before its `turn.failed`:
 //! `action.approval_resolved` with decision `expired` and an `isError` `action.result` saying the
 //! approval expired (see `approvals.rs`), so every requested call has its result.
@@ -13,6 +17,7 @@ use std::sync::Arc;
 
 use bdk_protocol::event::{SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed};
 use bdk_protocol::{Event, EventData, TurnId};
+use bdk_store::record::SessionStatus;
 use bdk_store::{NewEvent, SessionRecord};
 
 use crate::approvals;
@@ -42,12 +47,31 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
 
 async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
-    let Some(last) = status::last_status_event(&events) else { return Ok(0) };
-    if status::is_settled(last) {
-        return Ok(0);
+    let (closed, last) = close_open_turns(core, record, &events).await?;
+    // An empty log tells nothing: the record keeps its status (`running` if it has none, as
+    // listings read such a log).
+    let (status, at) = match last {
+        Some(event) => (status::of_event(&event), event.at),
+        None => (record.status.unwrap_or(SessionStatus::Running), record.updated_at),
+    };
+    if record.status != Some(status) {
+        let mut next = record.clone();
+        next.status = Some(status);
+        next.updated_at = at.max(record.updated_at);
+        core.stores.sessions.update(next).await?;
     }
-    let open = open_turns(&events);
-    let mut append = approvals::expire_parked(&events, &open);
+    Ok(closed)
+}
+
+/// Closes what the log leaves open. Returns how many turns, and the log's last status event
+/// after that (the appended settling event when it wrote one).
+async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event]) -> Result<(usize, Option<Event>)> {
+    let Some(last) = status::last_status_event(events) else { return Ok((0, None)) };
+    if status::is_settled(last) {
+        return Ok((0, Some(last.clone())));
+    }
+    let open = open_turns(events);
+    let mut append = approvals::expire_parked(events, &open);
     append.extend(open.iter().map(|turn| {
         let failed = TurnFailed {
             status: TurnFailStatus::Failed,
@@ -59,7 +83,7 @@ async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
     }));
     let settle = match record.mode {
         SessionMode::Chat => EventData::SessionWaiting(SessionWaiting {}),
-        SessionMode::Task => match last_turn_end(&events) {
+        SessionMode::Task => match last_turn_end(events) {
             Some(EventData::TurnCompleted(done)) if open.is_empty() => {
                 EventData::SessionCompleted(SessionCompleted { result: done.result.clone() })
             }
@@ -71,8 +95,8 @@ async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
     };
     append.push(NewEvent::new(settle));
     tracing::info!(session = %record.id, turns = open.len(), "recovered a session left running");
-    core.stores.events.append(&record.id, append).await?;
-    Ok(open.len())
+    let written = core.stores.events.append(&record.id, append).await?;
+    Ok((open.len(), written.last().map(|e| (**e).clone())))
 }
 
 /// Turns with a `turn.queued` or `turn.started` but no `turn.completed` / `turn.failed`, in

@@ -1,20 +1,24 @@
 //! A session's status as `GET /v1/sessions` shows it, read from the last event of its log:
-//! a session-level event settles it, anything else means a turn is open.
+//! a session-level event settles it, anything else means a turn is open. The actor keeps a copy
+//! in `session.json` (`SessionRecord::status`) so a listing reads no log.
 
 use bdk_protocol::{Event, EventData};
+use bdk_store::record::SessionStatus;
 
 pub(crate) const RUNNING: &str = "running";
-pub(crate) const WAITING: &str = "waiting";
-pub(crate) const COMPLETED: &str = "completed";
-pub(crate) const FAILED: &str = "failed";
 
 /// `running`, `waiting`, `completed` or `failed`.
 pub(crate) fn of_last_event(event: &Event) -> &'static str {
+    of_event(event).as_str()
+}
+
+/// The status a log ending in `event` (a status event, see [`last_status_event`]) tells.
+pub(crate) fn of_event(event: &Event) -> SessionStatus {
     match event.data {
-        EventData::SessionWaiting(_) => WAITING,
-        EventData::SessionCompleted(_) => COMPLETED,
-        EventData::SessionFailed(_) => FAILED,
-        _ => RUNNING,
+        EventData::SessionWaiting(_) => SessionStatus::Waiting,
+        EventData::SessionCompleted(_) => SessionStatus::Completed,
+        EventData::SessionFailed(_) => SessionStatus::Failed,
+        _ => SessionStatus::Running,
     }
 }
 
@@ -35,5 +39,5 @@ pub(crate) fn last_status_event(events: &[Event]) -> Option<&Event> {
 
 /// Whether the event settles the session (nothing runs after it until a new message).
 pub(crate) fn is_settled(event: &Event) -> bool {
-    of_last_event(event) != RUNNING
+    of_event(event) != SessionStatus::Running
 }

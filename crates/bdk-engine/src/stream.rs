@@ -16,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::emit::Emitter;
 
-/// A staged delta this long is flushed at once.
+/// A staged delta this long is handed to the log at once (or, while an append is in flight, as
+/// soon as that one is durable).
 const FLUSH_BYTES: usize = 1024;
-/// A staged delta this old is flushed, so a slow stream still shows progress.
+/// A staged delta this old is handed to the log, so a slow stream still shows progress.
 const FLUSH_AFTER: Duration = Duration::from_millis(25);
 
 /// What the model produced in one step.
@@ -112,8 +113,10 @@ impl Assembler {
     }
 }
 
-/// Drives one model stream to its end. Staged events are left for the caller to flush together
-/// with what it adds (`step.completed`, `turn.failed`, ...). `Err` is a storage failure.
+/// Drives one model stream to its end. Mid-step deltas are handed to the log without waiting
+/// for each to be durable (one append in flight, see [`Emitter::start`]); everything handed over
+/// is durable before this returns. What is left staged is for the caller to flush together with
+/// what it adds (`step.completed`, `turn.failed`, ...). `Err` is a storage failure.
 pub(crate) async fn assemble(
     emit: &mut Emitter,
     mut stream: ModelStream,
@@ -122,12 +125,14 @@ pub(crate) async fn assemble(
     let mut asm = Assembler::default();
     let end = loop {
         let deadline = asm.deadline();
+        let busy = emit.is_busy();
         tokio::select! {
             biased;
             () = cancel.cancelled() => break StepEnd::Cancelled,
-            () = sleep_until(deadline), if deadline.is_some() => {
+            result = emit.settle(), if busy => result?,
+            () = sleep_until(deadline), if deadline.is_some() && !busy => {
                 asm.stage_delta(emit);
-                emit.flush().await?;
+                emit.start();
             }
             item = stream.next() => match item {
                 None => break StepEnd::Finished,
@@ -149,11 +154,15 @@ pub(crate) async fn assemble(
                 Some(Err(error)) => break StepEnd::Failed(error),
             },
         }
-        if asm.delta.len() >= FLUSH_BYTES {
+        // While an append is in flight the delta keeps growing; it goes out, as one event, once
+        // the log has acknowledged the previous one.
+        if asm.delta.len() >= FLUSH_BYTES && !emit.is_busy() {
             asm.stage_delta(emit);
-            emit.flush().await?;
+            emit.start();
         }
     };
+    // The step's deltas are durable before the turn goes on (or ends).
+    emit.settle().await?;
     asm.finish(emit, matches!(end, StepEnd::Finished));
     Ok((asm.out, end))
 }

@@ -1,5 +1,7 @@
 //! A session's trajectory folded from its events: the final reply, every tool call paired with
-//! its result, token usage and estimated cost. `bdk run --json` and `bdk trajectory` print it,
+//! its result, token usage and estimated cost. Direct tool calls bound to the session
+//! (`POST /v1/tools/:name`, `bdk call`) are not the model's: they are listed apart, in
+//! `directCalls`, never among a turn's `toolCalls`. `bdk run --json` and `bdk trajectory` print it,
 //! and evals assert on it; all of them fold the same events, from a live log or a saved file.
 
 use std::collections::HashMap;
@@ -17,7 +19,12 @@ pub struct Trajectory {
     pub session_id: Option<SessionId>,
     /// The last completed turn's final text (a task session's result).
     pub reply: Option<String>,
+    /// The model's tool calls, in the order it asked for them.
     pub tool_calls: Vec<TrajectoryCall>,
+    /// Direct tool calls bound to the session (events with `direct: true`), in log order.
+    /// Omitted when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub direct_calls: Vec<TrajectoryCall>,
     /// Summed over completed turns.
     pub usage: Usage,
     pub cost_usd: f64,
@@ -50,6 +57,7 @@ impl Trajectory {
             session_id: events.first().map(|e| e.session_id.clone()),
             reply: None,
             tool_calls: Vec::new(),
+            direct_calls: Vec::new(),
             usage: Usage::default(),
             cost_usd: 0.0,
             events: events.len(),
@@ -58,13 +66,16 @@ impl Trajectory {
                 .to_owned(),
             error: None,
         };
-        let mut calls: HashMap<CallId, usize> = HashMap::new();
+        // Call id → (direct?, index in that list).
+        let mut calls: HashMap<CallId, (bool, usize)> = HashMap::new();
         for event in events {
             match &event.data {
                 EventData::ActionsRequested(requested) => {
+                    let direct = requested.direct == Some(true);
+                    let list = if direct { &mut trajectory.direct_calls } else { &mut trajectory.tool_calls };
                     for call in &requested.calls {
-                        calls.insert(call.call_id.clone(), trajectory.tool_calls.len());
-                        trajectory.tool_calls.push(TrajectoryCall {
+                        calls.insert(call.call_id.clone(), (direct, list.len()));
+                        list.push(TrajectoryCall {
                             call_id: call.call_id.clone(),
                             tool_name: call.tool_name.clone(),
                             input: call.input.clone(),
@@ -75,7 +86,10 @@ impl Trajectory {
                     }
                 }
                 EventData::ActionResult(result) => {
-                    if let Some(call) = calls.get(&result.call_id).and_then(|&i| trajectory.tool_calls.get_mut(i)) {
+                    let found = calls.get(&result.call_id).and_then(|&(direct, i)| {
+                        if direct { trajectory.direct_calls.get_mut(i) } else { trajectory.tool_calls.get_mut(i) }
+                    });
+                    if let Some(call) = found {
                         call.result = Some(result.result.clone());
                         call.is_error = Some(result.is_error);
                         call.duration_ms = Some(result.duration_ms);
@@ -95,5 +109,74 @@ impl Trajectory {
             }
         }
         trajectory
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bdk_protocol::TurnId;
+    use bdk_protocol::event::{ActionCall, ActionResult, ActionsRequested, SessionWaiting, TurnCompleted};
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(index: u64, session: &SessionId, turn: Option<&TurnId>, data: EventData) -> Event {
+        Event { index, session_id: session.clone(), turn_id: turn.cloned(), at: chrono::Utc::now(), data }
+    }
+
+    fn requested(call: &CallId, tool: &str, direct: bool) -> EventData {
+        EventData::ActionsRequested(ActionsRequested {
+            calls: vec![ActionCall { call_id: call.clone(), tool_name: tool.into(), input: json!({"n": 1}) }],
+            direct: direct.then_some(true),
+        })
+    }
+
+    fn result(call: &CallId, tool: &str, direct: bool) -> EventData {
+        EventData::ActionResult(ActionResult {
+            call_id: call.clone(),
+            tool_name: tool.into(),
+            is_error: false,
+            result: json!(tool),
+            duration_ms: 3,
+            stubbed: None,
+            direct: direct.then_some(true),
+        })
+    }
+
+    #[test]
+    fn direct_calls_are_listed_apart_from_the_models_tool_calls() {
+        let session = SessionId::generate();
+        let (turn, direct_turn) = (TurnId::generate(), TurnId::generate());
+        let (model_call, direct_call) = (CallId::generate("add"), CallId::generate("peek"));
+        let completed = TurnCompleted {
+            usage: Usage::default(),
+            estimated_cost_usd: None,
+            model: None,
+            result: Some("done".into()),
+            duration_ms: None,
+        };
+        let events = vec![
+            event(0, &session, Some(&turn), requested(&model_call, "add", false)),
+            // A direct call lands between the model's request and its result, under its own turn.
+            event(1, &session, Some(&direct_turn), requested(&direct_call, "peek", true)),
+            event(2, &session, Some(&direct_turn), result(&direct_call, "peek", true)),
+            event(3, &session, Some(&turn), result(&model_call, "add", false)),
+            event(4, &session, Some(&turn), EventData::TurnCompleted(completed)),
+            event(5, &session, None, EventData::SessionWaiting(SessionWaiting {})),
+        ];
+        let trajectory = Trajectory::from_events(&events);
+        assert_eq!(trajectory.tool_calls.len(), 1);
+        assert_eq!(trajectory.tool_calls[0].tool_name, "add");
+        assert_eq!(trajectory.tool_calls[0].result, Some(json!("add")));
+        assert_eq!(trajectory.direct_calls.len(), 1);
+        assert_eq!(trajectory.direct_calls[0].call_id, direct_call);
+        assert_eq!(trajectory.direct_calls[0].result, Some(json!("peek")));
+        assert_eq!(trajectory.status, "waiting");
+        let json = serde_json::to_value(&trajectory).unwrap();
+        assert_eq!(json["directCalls"][0]["toolName"], "peek");
+
+        // Without direct calls the field is left out.
+        let json = serde_json::to_value(Trajectory::from_events(&events[..1])).unwrap();
+        assert!(json.get("directCalls").is_none());
     }
 }

@@ -1,6 +1,7 @@
 //! Direct-call latency over loopback HTTP (`POST /v1/tools/:name`): a real host on 127.0.0.1:0
 //! with filesystem state, one keep-alive client calling one tool after another, unbound (so each
-//! call also creates and removes its scratch workspace `tool-calls/<callId>/`). Three tools: a
+//! command call also creates and removes its scratch workspace `tool-calls/<callId>/`; the native
+//! tool never asks for its own, so it gets none). Three tools: a
 //! native Rust tool, a command tool (`/bin/sh`, one process per call) and a persistent command
 //! tool (one long-lived python3 process speaking NDJSON; skipped without python3).
 //!

@@ -116,6 +116,10 @@ pub trait WorkspaceStore: Send + Sync + fmt::Debug {
     /// A fresh scratch directory for one direct tool call, created if missing.
     fn call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<PathBuf>>;
 
+    /// Where [`call_workspace`](Self::call_workspace) puts a call's scratch directory, without
+    /// creating it: a native tool's scratch folder is made on first use (`ToolContext::workspace`).
+    fn call_workspace_path(&self, call: &CallId) -> PathBuf;
+
     /// Removes a call's scratch directory; missing is fine.
     fn remove_call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<()>>;
 

@@ -13,4 +13,4 @@ pub use api::{
 };
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo};
-pub use record::SessionRecord;
+pub use record::{SessionRecord, SessionStatus};

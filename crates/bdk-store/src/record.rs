@@ -1,5 +1,5 @@
-//! `SessionRecord`: the metadata kept in `session.json` (channel, mode, principal, token).
-//! Conversation state is not here: it is rebuilt from the event log.
+//! `SessionRecord`: the metadata kept in `session.json` (channel, mode, principal, token, and
+//! the status a listing shows). Conversation state is not here: it is rebuilt from the event log.
 
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
@@ -28,8 +28,36 @@ pub struct SessionRecord {
     pub as_of: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
+    /// The session's status as of `updated_at`, kept by its actor on every transition so a
+    /// listing reads no log. `None` in records written before it existed (readers fall back to
+    /// the log's last event). The log stays the truth: recovery rewrites a stale one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<SessionStatus>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// What a session is doing: a turn is open (`running`), a chat session waits for a follow-up
+/// (`waiting`), or a task session ended (`completed`, `failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    Running,
+    Waiting,
+    Completed,
+    Failed,
+}
+
+impl SessionStatus {
+    /// The wire spelling: `running`, `waiting`, `completed` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Running => "running",
+            SessionStatus::Waiting => "waiting",
+            SessionStatus::Completed => "completed",
+            SessionStatus::Failed => "failed",
+        }
+    }
 }
 
 impl SessionRecord {
@@ -48,6 +76,7 @@ impl SessionRecord {
             dry_run: false,
             as_of: None,
             purpose: None,
+            status: None,
             extra: Map::new(),
         }
     }
@@ -67,5 +96,17 @@ mod tests {
         let back = serde_json::to_value(&record).unwrap();
         assert_eq!(back["future"], serde_json::json!({"x": 1}));
         assert!(back.get("dryRun").is_none());
+        assert_eq!(record.status, None);
+        assert!(back.get("status").is_none());
+    }
+
+    #[test]
+    fn status_round_trips_lowercase() {
+        let mut record = SessionRecord::new(SessionId::generate(), SessionMode::Chat, "http", "p");
+        record.status = Some(SessionStatus::Waiting);
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["status"], "waiting");
+        let back: SessionRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back.status, Some(SessionStatus::Waiting));
     }
 }

@@ -5,9 +5,10 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use std::{fs, io};
 
 use bdk_project::formats::tool::DEFAULT_TIMEOUT;
 use bdk_project::model::{Execution, Predicate, ToolBody, ToolDef};
@@ -26,7 +27,9 @@ pub struct ToolContext {
     pub call_id: CallId,
     pub session_id: Option<SessionId>,
     pub turn_id: Option<TurnId>,
-    /// The session workspace (a scratch folder for direct calls).
+    /// The path of the session workspace (a scratch folder `tool-calls/<callId>/` for a direct
+    /// call with no session). A scratch folder is not created until the tool asks for it: use
+    /// [`ToolContext::workspace`] to get a folder that exists.
     pub workspace: Option<PathBuf>,
     /// The agent's durable state root, shared by every session.
     pub state_root: Option<PathBuf>,
@@ -55,6 +58,24 @@ impl ToolContext {
             identity: invocation.identity.clone(),
             services: invocation.services.clone(),
         }
+    }
+
+    /// This call's workspace folder, created if it does not exist yet. A direct call's scratch
+    /// folder is made on first use, so a tool that never asks pays no `mkdir` for it; it is
+    /// removed, with what the tool put there, when the call returns. `NotFound` when the call has
+    /// no workspace.
+    ///
+    /// ```ignore
+    /// let dir = ctx.workspace()?;
+    /// std::fs::write(dir.join("notes.txt"), "scratch")?;
+    /// ```
+    pub fn workspace(&self) -> io::Result<&Path> {
+        let dir = self
+            .workspace
+            .as_deref()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "this call has no workspace"))?;
+        fs::create_dir_all(dir)?;
+        Ok(dir)
     }
 
     /// The host services of this call (the reference's `ctx.host` and `ctx.send`), or an error

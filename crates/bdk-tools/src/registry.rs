@@ -544,7 +544,10 @@ async fn run_native(
     cancel: CancellationToken,
 ) -> ToolOutcome {
     let mut task = tokio::spawn(future);
-    let outcome = tokio::select! {
+    // Dropped unfinished (a direct call whose caller went away), the call takes its tool with it:
+    // a detached tool could otherwise create its scratch folder after the call removed it.
+    let _abort = AbortOnDrop(task.abort_handle());
+    tokio::select! {
         biased;
         () = cancel.cancelled() => ToolOutcome::error(format!("`{name}` was cancelled")),
         () = tokio::time::sleep(timeout) => {
@@ -556,7 +559,14 @@ async fn run_native(
             Err(error) if error.is_panic() => ToolOutcome::error(format!("`{name}` panicked")),
             Err(error) => ToolOutcome::error(format!("`{name}` failed: {error}")),
         },
-    };
-    task.abort();
-    outcome
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -29,7 +29,9 @@
 //! # Ok::<(), bdk::tools::Error>(())
 //! ```
 //!
-//! `examples/native_tool.rs` runs one end to end.
+//! `examples/native_tool.rs` runs one end to end. A tool that needs files calls
+//! [`ToolContext::workspace`] (`let dir = ctx.workspace()?;`): the folder is created on first use,
+//! so a direct call's scratch folder costs nothing to a tool that never asks for it.
 //!
 //! To ship your own `bdk` binary (the same commands, with your native tools in every project:
 //! `info` lists them with `source: "native"`, `serve`, `run` and `call` run them), hand them to

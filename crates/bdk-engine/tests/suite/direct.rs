@@ -12,7 +12,9 @@ use bdk_model::{Message, ScriptedProvider};
 use bdk_protocol::event::SessionMode;
 use bdk_protocol::info::Source;
 use bdk_protocol::{Event, EventData, SessionId};
-use bdk_tools::{BoxFuture, Effect, ToolInfo, ToolInvocation, ToolKind, ToolOutcome, ToolRegistry, ToolSpec};
+use bdk_tools::{
+    BoxFuture, Effect, ToolContext, ToolInfo, ToolInvocation, ToolKind, ToolOutcome, ToolRegistry, ToolSpec,
+};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::sync::Notify;
@@ -22,7 +24,9 @@ use super::support::*;
 
 /// `peek` (read) and `poke` (write) answer where they ran; `poke` and `hold` (write) leave a file
 /// in the workspace, `hold` only once released; `strict` wants `{n: integer}`; `boom` fails;
-/// `agent_only` is an agent tool; `read_file` a built-in.
+/// `agent_only` is an agent tool; `read_file` a built-in. `native_quiet` and `native_scratch` are
+/// native: the first never touches its workspace and reports what `tool-calls/` holds while it
+/// runs, the second asks `ToolContext::workspace` for it and leaves a file there.
 #[derive(Debug, Default)]
 struct DirectTools {
     hold_started: Arc<Notify>,
@@ -30,6 +34,7 @@ struct DirectTools {
 }
 
 const CALLABLE: [&str; 5] = ["peek", "poke", "hold", "strict", "boom"];
+const NATIVE: [&str; 2] = ["native_quiet", "native_scratch"];
 
 impl DirectTools {
     fn kind(name: &str) -> Option<ToolKind> {
@@ -37,6 +42,7 @@ impl DirectTools {
             "agent_only" => Some(ToolKind::Agent),
             "read_file" => Some(ToolKind::Builtin),
             name if CALLABLE.contains(&name) => Some(ToolKind::Command),
+            name if NATIVE.contains(&name) => Some(ToolKind::Native),
             _ => None,
         }
     }
@@ -71,6 +77,19 @@ impl ToolRegistry for DirectTools {
             }
             match invocation.name.as_str() {
                 "boom" => ToolOutcome::error("boom: the tool failed"),
+                "native_quiet" => {
+                    let mut report = report(&invocation);
+                    let calls = invocation.workspace.as_deref().and_then(|w| w.parent()).unwrap();
+                    let held = calls.read_dir().map(|entries| entries.count()).unwrap_or(0);
+                    report["toolCallsEntries"] = json!(held);
+                    ToolOutcome::ok(report)
+                }
+                "native_scratch" => {
+                    let ctx = ToolContext::from_invocation(&invocation, None);
+                    let dir = ctx.workspace().unwrap();
+                    std::fs::write(dir.join("notes.txt"), "x").unwrap();
+                    ToolOutcome::ok(report(&invocation))
+                }
                 "poke" | "hold" => {
                     if let Some(dir) = &invocation.workspace {
                         std::fs::write(dir.join(format!("{}.txt", invocation.name)), "x").unwrap();
@@ -190,6 +209,32 @@ async fn an_unbound_call_runs_in_a_scratch_workspace_that_is_removed() {
     assert!(!workspace.exists(), "the scratch workspace is removed when the call returns");
     assert!(fx.state().join("tool-calls").read_dir().unwrap().next().is_none());
     assert!(outcome.session_id.is_none() && outcome.turn_id.is_none());
+}
+
+#[tokio::test]
+async fn a_native_tool_that_never_uses_its_scratch_workspace_gets_no_folder() {
+    let fx = Direct::new(ScriptedProvider::echo());
+    let outcome = fx.call(call("native_quiet")).await.unwrap();
+    assert!(!outcome.is_error, "{outcome:?}");
+    let workspace = PathBuf::from(outcome.result["workspace"].as_str().unwrap());
+    assert_eq!(workspace, fx.state().join("tool-calls").join(outcome.call_id.as_str()));
+    assert_eq!(outcome.result["existed"], json!(false), "the folder is not made before the call");
+    assert_eq!(outcome.result["toolCallsEntries"], json!(0), "tool-calls/ stays empty during the call");
+    assert!(!workspace.exists());
+    let calls = fx.state().join("tool-calls");
+    assert!(calls.read_dir().map_or(true, |mut entries| entries.next().is_none()));
+}
+
+#[tokio::test]
+async fn a_native_tool_that_asks_for_its_workspace_gets_a_folder_removed_afterwards() {
+    let fx = Direct::new(ScriptedProvider::echo());
+    let outcome = fx.call(call("native_scratch")).await.unwrap();
+    assert!(!outcome.is_error, "{outcome:?}");
+    let workspace = PathBuf::from(outcome.result["workspace"].as_str().unwrap());
+    assert_eq!(workspace, fx.state().join("tool-calls").join(outcome.call_id.as_str()));
+    assert_eq!(outcome.result["existed"], json!(true), "ctx.workspace() made it");
+    assert!(!workspace.exists(), "the scratch workspace, file and all, is removed when the call returns");
+    assert!(fx.state().join("tool-calls").read_dir().unwrap().next().is_none());
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod direct;
 mod dry_run;
 mod host;
 mod lifecycle;
+mod listing;
 mod recovery;
 mod support;
 mod tokens;

@@ -44,6 +44,11 @@ impl WorkspaceStore for FsStore {
         })
     }
 
+    fn call_workspace_path(&self, call: &CallId) -> PathBuf {
+        self.layout().call_dir(call)
+    }
+
+    // A scratch folder never created (a native tool that did not use it) is one failed `rmdir`.
     fn remove_call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<()>> {
         let dir = self.layout().call_dir(call);
         Box::pin(async move {

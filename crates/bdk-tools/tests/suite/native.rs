@@ -80,3 +80,21 @@ async fn native_errors_and_panics_are_error_results() {
     let text = error_text(&call(&tools, bot.invocation("add", json!({"a": 13, "b": 1}))).await);
     assert!(text.contains("panicked"), "{text}");
 }
+
+#[test]
+fn the_workspace_is_created_on_first_use() {
+    //! Guards: a scratch path is handed over uncreated; `ctx.workspace()` makes it (parents too),
+    //! and a call with no workspace is `NotFound`.
+    let dir = tempfile::tempdir().unwrap();
+    let mut invocation = bdk_tools::ToolInvocation::generate("add", json!({}));
+    let scratch = dir.path().join("tool-calls").join(invocation.call_id.as_str());
+    let ctx = ToolContext::from_invocation(&invocation, None);
+    assert_eq!(ctx.workspace().unwrap_err().kind(), std::io::ErrorKind::NotFound);
+
+    invocation.workspace = Some(scratch.clone());
+    let ctx = ToolContext::from_invocation(&invocation, None);
+    assert!(!scratch.exists(), "nothing is created before the tool asks");
+    assert_eq!(ctx.workspace().unwrap(), scratch.as_path());
+    assert!(scratch.is_dir());
+    assert_eq!(ctx.workspace().unwrap(), scratch.as_path(), "asking again is fine");
+}
