@@ -271,13 +271,15 @@ impl Actor {
     }
 
     /// Records `status` in `session.json` if it changed. The closing event is already durable,
-    /// so a failure is logged, not returned: the listing shows the old status until recovery.
+    /// so the write does not wait for an fsync (the status is derived data: recovery rebuilds it
+    /// from the log after a crash) and a failure is logged, not returned: the listing shows the
+    /// old status until recovery.
     async fn save_status(&mut self, status: SessionStatus) {
         let Some(record) = self.record.as_ref().filter(|r| r.status != Some(status)) else { return };
         let mut next = record.clone();
         next.status = Some(status);
         next.updated_at = bdk_protocol::event::timestamp_now();
-        match self.core.stores.sessions.update(next.clone()).await {
+        match self.core.stores.sessions.update_derived(next.clone()).await {
             Ok(()) => self.record = Some(next),
             Err(error) => tracing::error!(session = %self.id, %error, "could not record the session's status"),
         }

@@ -67,6 +67,13 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Replaces the record of an existing session atomically. `SessionNotFound` if it is gone.
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>>;
 
+    /// Like [`SessionStore::update`] (atomic for readers) but without waiting for durability:
+    /// for facts the event log can rebuild, such as the status a listing shows. A crash may
+    /// lose the write; recovery re-derives it. Backends without a cheaper path just update.
+    fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        self.update(record)
+    }
+
     /// Every session, oldest first.
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>>;
 

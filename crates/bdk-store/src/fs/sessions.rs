@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bdk_protocol::SessionId;
 
-use super::atomic::{sync_dir, write_atomic};
+use super::atomic::{replace_atomic, sync_dir, write_atomic};
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, SessionStore};
 use crate::error::{Error, Result};
@@ -32,19 +32,11 @@ impl SessionStore for FsStore {
     }
 
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
-        let layout = self.layout().clone();
-        Box::pin(blocking(move || {
-            let path = layout.session_json(&record.id);
-            if !path.exists() {
-                return Err(Error::SessionNotFound(record.id));
-            }
-            let bytes = encode(&record)?;
-            match write_atomic(&path, &bytes) {
-                // The folder went away between the check and the write.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
-                other => other.map_err(|e| Error::io(&path, e)),
-            }
-        }))
+        self.replace_record(record, write_atomic)
+    }
+
+    fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        self.replace_record(record, replace_atomic)
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
@@ -58,6 +50,29 @@ impl SessionStore for FsStore {
         let layout = self.layout().clone();
         let id = id.clone();
         Box::pin(blocking(move || delete(&layout, &id)))
+    }
+}
+
+impl FsStore {
+    /// Replaces an existing session's `session.json` with `write` (durable or not).
+    fn replace_record(
+        &self,
+        record: SessionRecord,
+        write: fn(&std::path::Path, &[u8]) -> io::Result<()>,
+    ) -> BoxFuture<'_, Result<()>> {
+        let layout = self.layout().clone();
+        Box::pin(blocking(move || {
+            let path = layout.session_json(&record.id);
+            if !path.exists() {
+                return Err(Error::SessionNotFound(record.id));
+            }
+            let bytes = encode(&record)?;
+            match write(&path, &bytes) {
+                // The folder went away between the check and the write.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
+                other => other.map_err(|e| Error::io(&path, e)),
+            }
+        }))
     }
 }
 
