@@ -54,6 +54,11 @@ impl Emitter {
         self.log.append(&self.session, events).await.map(drop)
     }
 
+    /// Whether events are staged and not yet handed to the log.
+    pub fn has_staged(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
     /// Whether an append is in flight (started and not yet settled).
     pub fn is_busy(&self) -> bool {
         self.in_flight.is_some()

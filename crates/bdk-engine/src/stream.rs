@@ -3,7 +3,8 @@
 //! output changes), `reasoning.completed` when a reasoning block ends, `message.completed` with
 //! the step's whole text at the end, and the step's tool calls, usage and finish reason handed
 //! back to the turn loop. Every character of a delta reaches the log, including on cancel and
-//! error: the partial delta is staged before the step returns.
+//! error: the partial delta is staged before the step returns. Events staged before the step
+//! (`turn.started`, `step.started`) are handed to the log by the same rules as a delta.
 
 use std::time::Duration;
 
@@ -123,6 +124,12 @@ pub(crate) async fn assemble(
     cancel: &CancellationToken,
 ) -> bdk_store::Result<(StepOutput, StepEnd)> {
     let mut asm = Assembler::default();
+    // Events staged before the step (`turn.started`, `step.started`) wait like a delta: a model
+    // that answers at once shares their commit with its output; a slow one shows them after
+    // `FLUSH_AFTER`.
+    if emit.has_staged() {
+        asm.since = Some(Instant::now());
+    }
     let end = loop {
         let deadline = asm.deadline();
         let busy = emit.is_busy();
@@ -132,6 +139,7 @@ pub(crate) async fn assemble(
             result = emit.settle(), if busy => result?,
             () = sleep_until(deadline), if deadline.is_some() && !busy => {
                 asm.stage_delta(emit);
+                asm.since = None;
                 emit.start();
             }
             item = stream.next() => match item {

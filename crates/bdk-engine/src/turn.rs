@@ -163,7 +163,9 @@ async fn drive(
     let mut workspace = workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?;
     let max_steps = core.config.max_steps.max(1);
     for step in 0..max_steps {
-        emit.send(EventData::StepStarted(StepStarted { step })).await?;
+        // Staged, not awaited: it goes out with the model's first output, or after a short
+        // wait if the model is slow (`stream::assemble`), so a fast answer is one commit.
+        emit.push(EventData::StepStarted(StepStarted { step }));
         let request = ModelRequest {
             system: Some(core.config.instructions.clone()).filter(|s| !s.is_empty()),
             messages: messages.clone(),

@@ -1,7 +1,9 @@
 //! Session workspace preparation before a turn: the first turn a session's actor runs asks the
 //! tool registry to materialize the workspace (skills, agent-tool scripts and their catalog,
 //! seeds) together with the files the message brought (`workspaceFiles`); a later turn writes
-//! only its message's files, and a turn with none touches nothing. Materialization is
+//! only its message's files, and a turn with none touches nothing. When the registry has
+//! nothing to materialize and the message brought no files, no folder is created: the turn
+//! creates it when a tool call first needs it. Materialization is
 //! idempotent, so an actor re-created after a restart or an idle period prepares again safely.
 //!
 //! It owns neither what is materialized (`ToolRegistry::prepare_workspace`) nor where the
@@ -39,6 +41,11 @@ pub(crate) async fn prepare(
     prep: &WorkspacePrep,
 ) -> std::result::Result<Option<PathBuf>, String> {
     if !prep.needed() {
+        return Ok(None);
+    }
+    if prep.files.is_empty() && !core.tools.materializes_workspace() {
+        // Nothing to put there: the folder is created when a tool call first needs it.
+        prep.ready.store(true, Ordering::SeqCst);
         return Ok(None);
     }
     let dir = core

@@ -12,5 +12,5 @@ pub use api::{
     SessionStore, SharedEvent, Stores, WorkspaceStore,
 };
 pub use error::{Error, Result};
-pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo};
+pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use record::{SessionRecord, SessionStatus};

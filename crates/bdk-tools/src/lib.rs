@@ -210,6 +210,14 @@ pub trait ToolRegistry: Send + Sync + fmt::Debug {
     fn prepare_workspace(&self, _workspace: &Path, _files: &[(String, String)]) -> Result<()> {
         Ok(())
     }
+
+    /// Whether [`prepare_workspace`](Self::prepare_workspace) puts anything into a workspace
+    /// besides per-send files. When it does not, a session's workspace folder is created only
+    /// when a tool call or a send's files first need it. A registry that overrides
+    /// `prepare_workspace` to materialize files must answer `true`.
+    fn materializes_workspace(&self) -> bool {
+        false
+    }
 }
 
 /// A registry with no tools.

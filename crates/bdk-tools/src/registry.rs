@@ -441,6 +441,10 @@ impl ToolRegistry for ProjectTools {
     fn prepare_workspace(&self, workspace: &Path, files: &[(String, String)]) -> Result<()> {
         workspace::materialize(workspace, &self.inner.plan, files)
     }
+
+    fn materializes_workspace(&self) -> bool {
+        !self.inner.plan.is_empty()
+    }
 }
 
 /// The gate every call passes, then the body.

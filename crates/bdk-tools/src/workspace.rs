@@ -114,6 +114,11 @@ pub struct WorkspacePlan {
 }
 
 impl WorkspacePlan {
+    /// Whether materializing this plan writes nothing (no skill, agent tool or seed).
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty() && self.agent_tools.is_empty() && self.seeds.is_empty()
+    }
+
     pub fn from_project(project: &Project) -> Self {
         let skills = project
             .caps

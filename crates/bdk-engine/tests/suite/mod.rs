@@ -5,6 +5,7 @@ mod approvals;
 mod direct;
 mod dry_run;
 mod host;
+mod hot_path;
 mod lifecycle;
 mod listing;
 mod recovery;

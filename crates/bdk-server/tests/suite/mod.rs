@@ -3,6 +3,7 @@ mod auth;
 mod errors;
 mod host;
 mod host_services;
+mod nodelay;
 mod race;
 mod session;
 mod shutdown;

@@ -1,10 +1,12 @@
 //! Crash-safe file replacement: write a temp file, fsync it, rename it over the target, fsync
 //! the directory. Readers see the old content or the new, never a mix.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::syncs::SyncCounters;
 
 /// Replaces `path` with `bytes` atomically for readers, without fsync: a crash may leave the
 /// old content (never a mix). For data the event log can rebuild.
@@ -21,16 +23,16 @@ pub(crate) fn replace_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
-/// Replaces `path` with `bytes` atomically and durably.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+/// Replaces `path` with `bytes` atomically and durably: one file sync, one directory sync.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], syncs: &SyncCounters) -> io::Result<()> {
     let dir = path.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
     let tmp = temp_path(path);
     let result = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()?;
+        syncs.data(&file)?;
         fs::rename(&tmp, path)?;
-        sync_dir(dir)
+        syncs.dir(dir)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -46,18 +48,6 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
 }
 
-/// Makes a directory's entries (creations, renames, removals) durable.
-#[cfg(unix)]
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
-/// Directories cannot be opened for fsync here; rename durability is up to the platform.
-#[cfg(not(unix))]
-pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,8 +56,10 @@ mod tests {
     fn replaces_content_and_leaves_no_temp_files() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session.json");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
+        let syncs = SyncCounters::default();
+        write_atomic(&path, b"one", &syncs).unwrap();
+        write_atomic(&path, b"two", &syncs).unwrap();
+        assert_eq!((syncs.stats().file_syncs, syncs.stats().dir_syncs), (2, 2));
         assert_eq!(fs::read(&path).unwrap(), b"two");
         replace_atomic(&path, b"three").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"three");

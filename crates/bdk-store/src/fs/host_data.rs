@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::atomic::{sync_dir, write_atomic};
+use super::atomic::write_atomic;
 use super::kv::{delete_in, get_in, keys_in, put_in};
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, DataScope, FileEntry, HostDataStore};
@@ -59,18 +59,18 @@ impl HostDataStore for FsStore {
     }
 
     fn kv_put<'a>(&'a self, scope: &'a DataScope, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>> {
-        let area = Area::of(self.layout(), scope);
+        let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let key = key.to_owned();
         Box::pin(blocking(move || {
             area.writable()?;
-            put_in(&area.kv, &key, &value)
+            put_in(&area.kv, &key, &value, &syncs)
         }))
     }
 
     fn kv_delete<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, Result<bool>> {
-        let area = Area::of(self.layout(), scope);
+        let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || delete_in(&area.kv, &key)))
+        Box::pin(blocking(move || delete_in(&area.kv, &key, &syncs)))
     }
 
     fn kv_keys<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
@@ -94,7 +94,7 @@ impl HostDataStore for FsStore {
     }
 
     fn file_write<'a>(&'a self, scope: &'a DataScope, path: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, Result<()>> {
-        let area = Area::of(self.layout(), scope);
+        let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let path = path.to_owned();
         Box::pin(blocking(move || {
             let full = area.files.join(check_path(&path)?);
@@ -111,19 +111,19 @@ impl HostDataStore for FsStore {
                     _ => Error::io(parent, e),
                 });
             }
-            write_atomic(&full, &bytes).map_err(|e| Error::io(&full, e))
+            write_atomic(&full, &bytes, &syncs).map_err(|e| Error::io(&full, e))
         }))
     }
 
     fn file_delete<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, Result<bool>> {
-        let area = Area::of(self.layout(), scope);
+        let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let path = path.to_owned();
         Box::pin(blocking(move || {
             let full = area.files.join(check_path(&path)?);
             match fs::remove_file(&full) {
                 Ok(()) => {
                     let parent = full.parent().unwrap_or(&area.files);
-                    sync_dir(parent).map(|()| true).map_err(|e| Error::io(parent, e))
+                    syncs.dir(parent).map(|()| true).map_err(|e| Error::io(parent, e))
                 }
                 Err(e) if is_absent(&e) => Ok(false),
                 Err(_) if full.is_dir() => Err(Error::InvalidPath { path, reason: "is a folder" }),

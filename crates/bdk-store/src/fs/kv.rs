@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::atomic::{sync_dir, write_atomic};
+use super::atomic::write_atomic;
+use super::syncs::SyncCounters;
 use super::{FsStore, blocking};
 use crate::api::{BoxFuture, KvStore};
 use crate::error::{Error, Result};
@@ -24,15 +25,15 @@ impl KvStore for FsStore {
     }
 
     fn put<'a>(&'a self, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>> {
-        let dir = self.layout().kv_dir();
+        let (dir, syncs) = (self.layout().kv_dir(), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || put_in(&dir, &key, &value)))
+        Box::pin(blocking(move || put_in(&dir, &key, &value, &syncs)))
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
-        let dir = self.layout().kv_dir();
+        let (dir, syncs) = (self.layout().kv_dir(), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || delete_in(&dir, &key)))
+        Box::pin(blocking(move || delete_in(&dir, &key, &syncs)))
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
@@ -55,17 +56,17 @@ pub(super) fn get_in(dir: &Path, key: &str) -> Result<Option<Value>> {
 }
 
 /// Stores `value` atomically, creating the folder if needed.
-pub(super) fn put_in(dir: &Path, key: &str, value: &Value) -> Result<()> {
+pub(super) fn put_in(dir: &Path, key: &str, value: &Value, syncs: &SyncCounters) -> Result<()> {
     let path = key_path(dir, key)?;
     let bytes = serde_json::to_vec(value).map_err(Error::Encode)?;
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))
+    write_atomic(&path, &bytes, syncs).map_err(|e| Error::io(&path, e))
 }
 
-pub(super) fn delete_in(dir: &Path, key: &str) -> Result<bool> {
+pub(super) fn delete_in(dir: &Path, key: &str, syncs: &SyncCounters) -> Result<bool> {
     let path = key_path(dir, key)?;
     match fs::remove_file(&path) {
-        Ok(()) => sync_dir(dir).map(|()| true).map_err(|e| Error::io(dir, e)),
+        Ok(()) => syncs.dir(dir).map(|()| true).map_err(|e| Error::io(dir, e)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::io(&path, e)),
     }

@@ -17,6 +17,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::blocking;
 use super::recover::{CHECKPOINT_EVERY, recover};
+use super::syncs::SyncCounters;
 use crate::api::{NewEvent, SharedEvent};
 use crate::error::{Error, Result};
 
@@ -109,14 +110,16 @@ impl LogHandle {
         path: PathBuf,
         session_json: PathBuf,
         options: &FsStoreOptions,
+        syncs: Arc<SyncCounters>,
     ) -> Result<Self> {
         let (recovered, file) = {
             let (path, session_json, session) = (path.clone(), session_json.clone(), session.clone());
+            let syncs = syncs.clone();
             blocking(move || {
                 if !session_json.exists() {
                     return Err(Error::SessionNotFound(session));
                 }
-                let recovered = recover(&path)?;
+                let recovered = recover(&path, &syncs)?;
                 let file = OpenOptions::new().append(true).open(&path).map_err(|e| Error::io(&path, e))?;
                 Ok((recovered, file))
             })
@@ -143,6 +146,7 @@ impl LogHandle {
             len: recovered.len,
             next_index: recovered.next_index,
             max_batch: options.max_batch_events.max(1),
+            syncs,
         };
         tokio::spawn(writer.run(rx));
         Ok(LogHandle { shared, requests })
@@ -173,6 +177,7 @@ struct Writer {
     len: u64,
     next_index: u64,
     max_batch: usize,
+    syncs: Arc<SyncCounters>,
 }
 
 /// One request's events, encoded and waiting for the commit.
@@ -255,14 +260,14 @@ impl Writer {
         let new_len = self.len + buf.len() as u64;
         let written = {
             let (file, path, session_json) = (self.file.clone(), self.shared.path.clone(), self.session_json.clone());
-            let session = self.shared.session.clone();
+            let (session, syncs) = (self.shared.session.clone(), self.syncs.clone());
             blocking(move || {
                 // A session folder deleted behind our back must not be written to (the file
                 // would be an orphan and the ack a lie).
                 if !session_json.exists() {
                     return Err(Error::SessionNotFound(session));
                 }
-                (&*file).write_all(&buf).and_then(|()| file.sync_data()).map_err(|e| Error::io(&path, e))
+                (&*file).write_all(&buf).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))
             })
             .await
         };
@@ -303,7 +308,7 @@ impl Writer {
 
     /// Cuts the file back to the last durable length after a failed write.
     async fn roll_back(&self) -> Result<()> {
-        let (file, path, len) = (self.file.clone(), self.shared.path.clone(), self.len);
-        blocking(move || file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| Error::io(&path, e))).await
+        let (file, path, len, syncs) = (self.file.clone(), self.shared.path.clone(), self.len, self.syncs.clone());
+        blocking(move || file.set_len(len).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))).await
     }
 }

@@ -9,6 +9,7 @@ mod layout;
 mod log;
 mod recover;
 mod sessions;
+mod syncs;
 mod workspaces;
 
 use std::collections::HashMap;
@@ -21,11 +22,13 @@ use tokio::sync::OnceCell;
 
 pub use layout::Layout;
 pub use log::FsStoreOptions;
+pub use syncs::SyncStats;
 
 use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
 use crate::error::{Error, Result};
 use follow::{FsFollower, read_chunk, start_cursor};
 use log::LogHandle;
+use syncs::SyncCounters;
 
 /// Stores under one agent's state directory. Cheap to clone; clones share open logs.
 #[derive(Debug, Clone)]
@@ -41,6 +44,8 @@ struct Inner {
     options: FsStoreOptions,
     /// Open logs. A cell is filled once by whoever opens the log first; concurrent openers wait.
     logs: Mutex<HashMap<SessionId, LogCell>>,
+    /// Every durable sync this store makes.
+    syncs: Arc<SyncCounters>,
 }
 
 /// What an open log knows about itself.
@@ -68,11 +73,23 @@ impl FsStore {
             fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         }
         sessions::sweep_trash(&layout);
-        Ok(FsStore { inner: Arc::new(Inner { layout, options, logs: Mutex::new(HashMap::new()) }) })
+        let syncs = Arc::new(SyncCounters::default());
+        Ok(FsStore { inner: Arc::new(Inner { layout, options, logs: Mutex::new(HashMap::new()), syncs }) })
     }
 
     pub fn layout(&self) -> &Layout {
         &self.inner.layout
+    }
+
+    /// How many durable syncs (file data, directories) this store has made since it was opened,
+    /// across every session, kv and data write. Take two readings and use [`SyncStats::since`]
+    /// to count what one operation cost.
+    pub fn syncs(&self) -> SyncStats {
+        self.inner.syncs.stats()
+    }
+
+    pub(crate) fn sync_counters(&self) -> Arc<SyncCounters> {
+        self.inner.syncs.clone()
     }
 
     /// This store as the trait objects the engine holds.
@@ -137,9 +154,14 @@ impl FsStore {
             let opened = cell
                 .get_or_try_init(|| async {
                     let path = layout.events_path(session);
-                    let handle =
-                        LogHandle::open(session.clone(), path, layout.session_json(session), &self.inner.options)
-                            .await?;
+                    let handle = LogHandle::open(
+                        session.clone(),
+                        path,
+                        layout.session_json(session),
+                        &self.inner.options,
+                        self.inner.syncs.clone(),
+                    )
+                    .await?;
                     Ok::<_, Error>(Arc::new(handle))
                 })
                 .await;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::atomic::sync_dir;
+use super::syncs::SyncCounters;
 use crate::error::{Error, Result};
 
 /// Every this-many events the log remembers a byte offset, so replay can seek.
@@ -34,7 +34,7 @@ struct Head {
 }
 
 /// Scans the log at `path` (creating it if missing), truncates a torn tail and returns its state.
-pub(crate) fn recover(path: &Path) -> Result<Recovered> {
+pub(crate) fn recover(path: &Path, syncs: &SyncCounters) -> Result<Recovered> {
     let existed = path.exists();
     let file = OpenOptions::new()
         .read(true)
@@ -45,7 +45,7 @@ pub(crate) fn recover(path: &Path) -> Result<Recovered> {
         .map_err(|e| Error::io(path, e))?;
     if !existed && let Some(dir) = path.parent() {
         // Make the new file's directory entry durable before anything is acknowledged in it.
-        sync_dir(dir).map_err(|e| Error::io(dir, e))?;
+        syncs.dir(dir).map_err(|e| Error::io(dir, e))?;
     }
     let scan = scan(&file).map_err(|e| Error::io(path, e))?;
     if let Some((offset, reason)) = scan.valid_after_damage {
@@ -54,7 +54,7 @@ pub(crate) fn recover(path: &Path) -> Result<Recovered> {
     let mut dropped_bytes = 0;
     if let Some((offset, reason)) = scan.first_damage {
         dropped_bytes = scan.total - offset;
-        file.set_len(offset).and_then(|()| file.sync_all()).map_err(|e| Error::io(path, e))?;
+        file.set_len(offset).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(path, e))?;
         tracing::warn!(
             path = %path.display(),
             kept_events = scan.next_index,
@@ -141,7 +141,7 @@ mod tests {
         let path = dir.path().join("events.ndjson");
         let content: String = (0..300).map(line).collect();
         fs::write(&path, &content).unwrap();
-        let r = recover(&path).unwrap();
+        let r = recover(&path, &SyncCounters::default()).unwrap();
         assert_eq!((r.next_index, r.len, r.dropped_bytes), (300, content.len() as u64, 0));
         let offset = |n: u64| (0..n).map(|i| line(i).len() as u64).sum::<u64>();
         assert_eq!(r.checkpoints, vec![0, offset(128), offset(256)]);
@@ -151,7 +151,7 @@ mod tests {
     fn missing_logs_are_created_empty() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.ndjson");
-        let r = recover(&path).unwrap();
+        let r = recover(&path, &SyncCounters::default()).unwrap();
         assert_eq!((r.next_index, r.len), (0, 0));
         assert!(path.exists());
     }
@@ -162,7 +162,7 @@ mod tests {
         let path = dir.path().join("events.ndjson");
         let good = format!("{}{}", line(0), line(1));
         fs::write(&path, format!("{good}\0\0\0\n\0\0{{\"ty")).unwrap();
-        let r = recover(&path).unwrap();
+        let r = recover(&path, &SyncCounters::default()).unwrap();
         assert_eq!(r.next_index, 2);
         assert_eq!(fs::read_to_string(&path).unwrap(), good);
     }
@@ -173,7 +173,7 @@ mod tests {
         let path = dir.path().join("events.ndjson");
         let content = format!("{}not json\n{}", line(0), line(2));
         fs::write(&path, &content).unwrap();
-        let err = recover(&path).unwrap_err();
+        let err = recover(&path, &SyncCounters::default()).unwrap_err();
         assert!(matches!(err, Error::Corrupt { offset, .. } if offset == line(0).len() as u64), "{err}");
         assert_eq!(fs::read_to_string(&path).unwrap(), content, "nothing is cut");
     }
@@ -183,7 +183,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("events.ndjson");
         fs::write(&path, format!("{}{}", line(0), line(5))).unwrap();
-        let r = recover(&path).unwrap();
+        let r = recover(&path, &SyncCounters::default()).unwrap();
         assert_eq!(r.next_index, 1);
         assert_eq!(r.dropped_bytes, line(5).len() as u64);
     }

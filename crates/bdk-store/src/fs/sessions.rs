@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bdk_protocol::SessionId;
 
-use super::atomic::{replace_atomic, sync_dir, write_atomic};
+use super::atomic::{replace_atomic, write_atomic};
+use super::syncs::SyncCounters;
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, SessionStore};
 use crate::error::{Error, Result};
@@ -21,8 +22,8 @@ impl SessionStore for FsStore {
         // A handle cached for an earlier session of this id (folder removed by hand) would
         // still point at the old, unlinked file.
         self.close_log(&record.id);
-        let layout = self.layout().clone();
-        Box::pin(blocking(move || create(&layout, &record)))
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        Box::pin(blocking(move || create(&layout, &record, &syncs)))
     }
 
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
@@ -36,7 +37,7 @@ impl SessionStore for FsStore {
     }
 
     fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
-        self.replace_record(record, replace_atomic)
+        self.replace_record(record, |path, bytes, _| replace_atomic(path, bytes))
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
@@ -47,9 +48,9 @@ impl SessionStore for FsStore {
     fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>> {
         // Stop the writer first so nothing new lands after the folder is gone.
         self.close_log(id);
-        let layout = self.layout().clone();
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         let id = id.clone();
-        Box::pin(blocking(move || delete(&layout, &id)))
+        Box::pin(blocking(move || delete(&layout, &id, &syncs)))
     }
 }
 
@@ -58,16 +59,16 @@ impl FsStore {
     fn replace_record(
         &self,
         record: SessionRecord,
-        write: fn(&std::path::Path, &[u8]) -> io::Result<()>,
+        write: fn(&std::path::Path, &[u8], &SyncCounters) -> io::Result<()>,
     ) -> BoxFuture<'_, Result<()>> {
-        let layout = self.layout().clone();
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         Box::pin(blocking(move || {
             let path = layout.session_json(&record.id);
             if !path.exists() {
                 return Err(Error::SessionNotFound(record.id));
             }
             let bytes = encode(&record)?;
-            match write(&path, &bytes) {
+            match write(&path, &bytes, &syncs) {
                 // The folder went away between the check and the write.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
                 other => other.map_err(|e| Error::io(&path, e)),
@@ -83,7 +84,11 @@ fn encode(record: &SessionRecord) -> Result<Vec<u8>> {
 }
 
 /// Folder, empty log, then `session.json` last: a crash midway leaves an invisible folder.
-fn create(layout: &Layout, record: &SessionRecord) -> Result<()> {
+///
+/// Durable syncs: `session.json`'s data (one file sync), the session folder (its two entries)
+/// and `sessions/` (the new folder): two directory syncs. The empty log needs no sync of its
+/// own: its entry is made durable by the folder's sync, and it has no data yet.
+fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<()> {
     let dir = layout.session_dir(&record.id);
     match fs::create_dir(&dir) {
         Ok(()) => {}
@@ -93,11 +98,11 @@ fn create(layout: &Layout, record: &SessionRecord) -> Result<()> {
     let result = (|| {
         let bytes = encode(record)?;
         let events = layout.events_path(&record.id);
-        File::create_new(&events).and_then(|f| f.sync_all()).map_err(|e| Error::io(&events, e))?;
+        File::create_new(&events).map_err(|e| Error::io(&events, e))?;
         let json = layout.session_json(&record.id);
-        write_atomic(&json, &bytes).map_err(|e| Error::io(&json, e))?;
+        write_atomic(&json, &bytes, syncs).map_err(|e| Error::io(&json, e))?;
         let sessions = layout.sessions_dir();
-        sync_dir(&sessions).map_err(|e| Error::io(&sessions, e))
+        syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))
     })();
     if result.is_err() {
         let _ = fs::remove_dir_all(&dir);
@@ -140,7 +145,7 @@ fn list(layout: &Layout) -> Result<Vec<SessionRecord>> {
     Ok(records)
 }
 
-fn delete(layout: &Layout, id: &SessionId) -> Result<bool> {
+fn delete(layout: &Layout, id: &SessionId, syncs: &SyncCounters) -> Result<bool> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = layout.session_dir(id);
     let sessions = layout.sessions_dir();
@@ -151,7 +156,7 @@ fn delete(layout: &Layout, id: &SessionId) -> Result<bool> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(Error::io(&dir, e)),
     }
-    sync_dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
+    syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
     if let Err(error) = fs::remove_dir_all(&trash) {
         tracing::warn!(path = %trash.display(), %error, "could not remove a deleted session's files");
     }

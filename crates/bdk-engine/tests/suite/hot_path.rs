@@ -1,0 +1,54 @@
+//! What a plain text turn costs the disk, counted through the store's own sync counters (not
+//! timed): a new session and a follow-up each make a fixed, small number of durable syncs,
+//! and a session whose turns call no tool never gets a workspace folder.
+
+use bdk_engine::Admission;
+use bdk_model::ScriptStep;
+use bdk_store::SyncStats;
+use serde_json::json;
+
+use super::support::{Fixture, follow, settled, within};
+
+#[tokio::test]
+async fn a_new_session_text_turn_makes_three_file_syncs_and_two_directory_syncs() {
+    let fx = Fixture::new(vec![ScriptStep::text("hello there"), ScriptStep::text("again")]);
+    let before = fx.fs.syncs();
+    let started = fx.start("hi").await;
+    settled(&fx.engine, &started.session_id, 1).await;
+    // session.json (created durably with its folder), then two group commits of the log: the
+    // POST's `session.started` + `message.received`, and the whole turn with `session.waiting`.
+    // Directories: the session folder's entries, and `sessions/` for the new folder.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 2 });
+
+    let before = fx.fs.syncs();
+    let reply = within(
+        fx.engine.follow_up(&started.session_id, follow("more", &started.continuation_token, Admission::Preempt)),
+    )
+    .await
+    .unwrap();
+    assert!(reply.turn_id.is_some());
+    settled(&fx.engine, &started.session_id, 2).await;
+    // The rotated token in session.json (file + folder), `message.received`, the turn.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 1 });
+}
+
+#[tokio::test]
+async fn a_session_that_calls_no_tool_creates_no_workspace_folder() {
+    let fx = Fixture::new(vec![ScriptStep::text("just words")]);
+    let started = fx.start("hi").await;
+    settled(&fx.engine, &started.session_id, 1).await;
+    let session_dir = fx.fs.layout().session_dir(&started.session_id);
+    assert!(session_dir.join("session.json").is_file());
+    assert!(!fx.fs.layout().workspace_dir(&started.session_id).exists());
+}
+
+#[tokio::test]
+async fn the_workspace_folder_appears_with_the_first_tool_call() {
+    let fx = Fixture::new(vec![ScriptStep::tool_call("c1", "add", json!({"a": 1, "b": 2})), ScriptStep::text("three")]);
+    let started = fx.start("add").await;
+    settled(&fx.engine, &started.session_id, 1).await;
+    assert!(fx.fs.layout().workspace_dir(&started.session_id).is_dir());
+    let calls = fx.tools.calls.lock().unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].workspace.as_deref(), Some(fx.fs.layout().workspace_dir(&started.session_id).as_path()));
+}
