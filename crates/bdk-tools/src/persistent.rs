@@ -1,9 +1,12 @@
-//! Persistent command tools: one long-lived process per tool (`persistent = true`), so a hot tool
-//! pays process start-up once. The process reads one NDJSON request per line on stdin,
+//! Persistent command tools: long-lived processes per tool (`persistent = true`), so a hot tool
+//! pays process start-up once. A process reads one NDJSON request per line on stdin,
 //! `{"id", "input", "context"}`, and answers each with one line on stdout, `{"id", "result"}` or
-//! `{"id", "error"}`. Requests are serialized: one call at a time per tool.
+//! `{"id", "error"}`. Each process handles one call at a time; concurrent calls (from any
+//! sessions) are spread over a small pool of up to [`DEFAULT_PROCESSES`] processes, started
+//! only as concurrency needs them, so a tool used one call at a time keeps one process. Calls
+//! beyond the pool wait for a free process (within their timeout).
 //!
-//! The process runs in its own group with the tool's folder as cwd and `BDK_STATE_ROOT` set
+//! Each process runs in its own group with the tool's folder as cwd and `BDK_STATE_ROOT` set
 //! (per-call facts arrive in `context`, not the environment). It is started on first use and
 //! again after it dies; a call in flight when it dies, times out, is cancelled or floods its
 //! output gets an `isError` result and the process is killed, to be restarted by the next call.
@@ -17,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -26,14 +29,21 @@ use crate::ToolOutcome;
 use crate::command::{self, CallContext, Limits, env};
 use crate::process::{self, GroupGuard};
 
-/// One persistent tool and its process, if running.
+/// The most processes one persistent tool runs at once, unless set with
+/// [`PersistentTool::with_processes`].
+pub const DEFAULT_PROCESSES: usize = 4;
+
+/// One persistent tool and its pool of processes.
 pub struct PersistentTool {
     name: String,
     argv: Vec<String>,
     cwd: PathBuf,
     state_root: Option<PathBuf>,
     limits: Limits,
-    slot: Mutex<Option<Running>>,
+    /// One slot per process the pool may run; a call holds one slot for its whole exchange.
+    slots: Vec<Mutex<Option<Running>>>,
+    /// As many permits as slots: a call with a permit always finds a free slot.
+    free: Semaphore,
 }
 
 impl fmt::Debug for PersistentTool {
@@ -73,12 +83,50 @@ impl PersistentTool {
         state_root: Option<PathBuf>,
         limits: Limits,
     ) -> Self {
-        Self { name: name.into(), argv, cwd, state_root, limits, slot: Mutex::new(None) }
+        Self { name: name.into(), argv, cwd, state_root, limits, slots: Vec::new(), free: Semaphore::new(0) }
+            .with_processes(DEFAULT_PROCESSES)
     }
 
-    /// The running process id, if any (for tests and diagnostics).
+    /// Sets the most processes this tool runs at once (at least one).
+    pub fn with_processes(mut self, processes: usize) -> Self {
+        let processes = processes.max(1);
+        self.slots = (0..processes).map(|_| Mutex::new(None)).collect();
+        self.free = Semaphore::new(processes);
+        self
+    }
+
+    /// The id of a running process, if any (for tests and diagnostics).
     pub async fn pid(&self) -> Option<u32> {
-        self.slot.lock().await.as_ref().and_then(|r| r.child.id())
+        self.pids().await.into_iter().next()
+    }
+
+    /// The ids of the running processes, in slot order.
+    pub async fn pids(&self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        for slot in &self.slots {
+            if let Some(pid) = slot.lock().await.as_ref().and_then(|r| r.child.id()) {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    /// A free slot, preferring one whose process is running. The caller holds a permit, so
+    /// one is free unless `pids` is looking at it; then wait for the first.
+    async fn free_slot(&self) -> MutexGuard<'_, Option<Running>> {
+        let mut empty = None;
+        for slot in &self.slots {
+            if let Ok(guard) = slot.try_lock() {
+                if guard.is_some() {
+                    return guard;
+                }
+                empty.get_or_insert(guard);
+            }
+        }
+        match empty {
+            Some(guard) => guard,
+            None => self.slots[0].lock().await,
+        }
     }
 
     /// Runs one call. `timeout` covers waiting for earlier calls too.
@@ -95,11 +143,21 @@ impl PersistentTool {
             || ToolOutcome::error(format!("`{name}` timed out after {} and was killed", process::duration(timeout)));
         let cancelled = || ToolOutcome::error(format!("`{name}` was cancelled"));
 
+        // Declared first, so it is released after the slot.
+        let _permit = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return cancelled(),
+            () = tokio::time::sleep_until(deadline) => return timed_out(),
+            permit = self.free.acquire() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return ToolOutcome::error(format!("`{name}` has no process")),
+            },
+        };
         let mut slot = tokio::select! {
             biased;
             () = cancel.cancelled() => return cancelled(),
             () = tokio::time::sleep_until(deadline) => return timed_out(),
-            slot = self.slot.lock() => slot,
+            slot = self.free_slot() => slot,
         };
         if slot.as_mut().is_none_or(|r| !matches!(r.child.try_wait(), Ok(None))) {
             *slot = None;

@@ -1,3 +1,4 @@
+mod bench_serve;
 mod call;
 mod cost_url;
 mod examples;

@@ -1,4 +1,5 @@
-//! Persistent command tools: many calls served by one process over NDJSON, an error response,
+//! Persistent command tools: many calls served by one process over NDJSON, concurrent calls
+//! served by a small pool of processes, an error response,
 //! restarts after the process dies (between calls and during one), hangs that time out, and the
 //! process killed when the registry goes away.
 
@@ -19,6 +20,15 @@ for line in sys.stdin:
         sys.exit(3)
     if given.get("hang"):
         time.sleep(300)
+    if given.get("meet"):
+        # Wait (briefly) until `count` processes have arrived in the folder `meet`.
+        open(os.path.join(given["meet"], str(os.getpid())), "w").close()
+        deadline = time.time() + 8
+        while len(os.listdir(given["meet"])) < given["count"] and time.time() < deadline:
+            time.sleep(0.005)
+        met = len(os.listdir(given["meet"]))
+        print(json.dumps({"id": request["id"], "result": {"pid": os.getpid(), "met": met}}), flush=True)
+        continue
     if given.get("fail"):
         print(json.dumps({"id": request["id"], "error": "bad input"}), flush=True)
         continue
@@ -60,7 +70,7 @@ async fn many_calls_share_one_process() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_calls_are_serialized() {
+async fn concurrent_calls_each_get_their_own_answer() {
     //! Guards: calls issued together each get their own answer (requests never interleave).
     let bot = Bot::new();
     let tools = server(&bot);
@@ -73,6 +83,48 @@ async fn concurrent_calls_are_serialized() {
         let outcome = super::within(handle).await.unwrap();
         assert_eq!(outcome.result["n"], json!(n), "{outcome:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_run_in_parallel_on_a_small_pool() {
+    //! Guards: three calls issued together are served by three processes at the same time
+    //! (each waits until all three have arrived, which one process serving calls in turn never
+    //! lets happen), and a burst larger than the pool never starts more than its processes.
+    let bot = Bot::new();
+    bot.script("lib/server.py", SERVER_PY);
+    let mut tool = bot.command("hot", &["python3", "lib/server.py"]);
+    tool.persistent = true;
+    tool.timeout = Duration::from_secs(15);
+    let tools = bot.registry(vec![tool]);
+    let meet = tempfile::tempdir().unwrap();
+    let burst = |calls: usize, count: usize| {
+        (0..calls)
+            .map(|_| {
+                let input = json!({"meet": meet.path(), "count": count});
+                tokio::spawn(tools.call(bot.invocation("hot", input), Default::default()))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut pids = Vec::new();
+    for handle in burst(3, 3) {
+        let outcome = super::within(handle).await.unwrap();
+        assert!(!outcome.is_error, "{outcome:?}");
+        assert_eq!(outcome.result["met"], json!(3), "the calls did not run together: {outcome:?}");
+        pids.push(pid(&outcome.result));
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), 3, "three processes served the three calls");
+
+    for handle in burst(12, 4) {
+        let outcome = super::within(handle).await.unwrap();
+        assert!(!outcome.is_error, "{outcome:?}");
+        pids.push(pid(&outcome.result));
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), bdk_tools::persistent::DEFAULT_PROCESSES, "{pids:?}");
+    assert_eq!(tools.persistent("hot").unwrap().pids().await.len(), bdk_tools::persistent::DEFAULT_PROCESSES);
 }
 
 #[tokio::test]

@@ -1,0 +1,28 @@
+//! `bdk serve` as a user sees it: new-session and follow-up turns, text and tool, through a
+//! Rust client, Python's `http.client` and `curl` over loopback, against an OpenAI-compatible
+//! stub process. See `serve_bench/mod.rs` for what is measured and how.
+//!
+//! `cargo bench -p bdk-cli --bench serve [-- --quick] [--soak SECS] [--place DIR]`
+//! (state goes to the temp dir by default; `--place /dev/shm` shows the cost without fsync).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_bench;
+
+fn main() {
+    let mut options = serve_bench::Options {
+        bdk: env!("CARGO_BIN_EXE_bdk").into(),
+        place: std::env::temp_dir(),
+        quick: false,
+        soak_secs: 0,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => options.quick = true,
+            "--soak" => options.soak_secs = args.next().and_then(|a| a.parse().ok()).unwrap_or(600),
+            "--place" => options.place = args.next().map(Into::into).unwrap_or(options.place),
+            _ => {} // `--bench` and the like, from cargo
+        }
+    }
+    serve_bench::run(&options);
+}
