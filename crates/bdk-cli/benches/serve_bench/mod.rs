@@ -547,7 +547,7 @@ fn strace_turns(pid: u32, addr: SocketAddr, turns: usize) -> Result<String, Stri
         }
     }
     let total = total.ok_or("no strace summary")?;
-    rows.sort_by(|a, b| b.0.cmp(&a.0));
+    rows.sort_by_key(|row| std::cmp::Reverse(row.0));
     let per = |n: u64| n as f64 / turns as f64;
     let top: Vec<String> = rows.iter().take(8).map(|(n, name)| format!("{name} {:.1}", per(*n))).collect();
     Ok(format!("{:.1} in all; {}", per(total), top.join(", ")))
