@@ -111,7 +111,7 @@ pub fn run(options: &Options) -> Summary {
     }
 
     // New-session text turns, Rust client: POST and stream on one kept-alive connection.
-    let turns = scale(8, 300);
+    let turns = scale(8, 100);
     let cpu = CpuMeter::start(pid);
     let mut rust = Samples::default();
     for _ in 0..turns {
@@ -128,7 +128,7 @@ pub fn run(options: &Options) -> Summary {
 
     // The same through Python's http.client, kept-alive and fresh connections.
     for mode in ["keepalive", "fresh"] {
-        let turns = scale(4, 200);
+        let turns = scale(4, 50);
         let cpu = CpuMeter::start(pid);
         match python_turns(dir.path(), addr, turns, mode) {
             Some(samples) => {
@@ -144,7 +144,7 @@ pub fn run(options: &Options) -> Summary {
     }
 
     // curl: one process per request, a fresh connection each (the POST's own time_total).
-    let turns = scale(3, 100);
+    let turns = scale(3, 30);
     let cpu = CpuMeter::start(pid);
     match curl_turns(addr, turns) {
         Some(samples) => {
@@ -159,7 +159,7 @@ pub fn run(options: &Options) -> Summary {
     }
 
     // Syscalls per new-session text turn.
-    let turns = scale(3, 100);
+    let turns = scale(3, 30);
     match strace_turns(pid, addr, turns) {
         Ok(summary) => out.say(format!("syscalls per text turn (strace -c -f, {turns} turns): {summary}")),
         Err(why) => out.say(format!("syscalls: skipped ({why})")),
@@ -167,7 +167,7 @@ pub fn run(options: &Options) -> Summary {
 
     // Tool turns on one conversation each: a persistent and a per-call python3 tool.
     for (tool, what) in [("warm", "persistent python3 tool"), ("cold", "python3 command tool (process per call)")] {
-        let turns = scale(3, 200);
+        let turns = scale(3, 100);
         let mut conversation = Conversation::start(addr, &format!("tool:{tool}"));
         let cpu = CpuMeter::start(pid);
         let mut samples = Samples::default();
@@ -211,7 +211,7 @@ pub fn run(options: &Options) -> Summary {
 
     // Throughput: N clients, each on its own conversation, text follow-ups back to back.
     for clients in [1, 8, 32] {
-        let load = follow_up_load(addr, pid, clients, Duration::from_millis(scale(200, 5000) as u64));
+        let load = follow_up_load(addr, pid, clients, Duration::from_millis(scale(200, 3000) as u64));
         out.text_turns += load.samples.len();
         out.say(format!(
             "{clients} clients, text follow-ups: {:.0} turns/s, {}, server CPU {:.3} ms/turn",

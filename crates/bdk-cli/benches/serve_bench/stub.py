@@ -22,6 +22,8 @@ USAGE = ("data: " + json.dumps({"id": "chatcmpl-stub", "choices": [], "usage": {
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body are two writes: without this the body waits for the client's delayed ACK.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
