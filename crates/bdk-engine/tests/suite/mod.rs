@@ -8,6 +8,8 @@ mod host;
 mod lifecycle;
 mod listing;
 mod recovery;
+mod reminders;
+mod schedules;
 mod support;
 mod tokens;
 mod tool_project;

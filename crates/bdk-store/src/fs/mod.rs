@@ -9,6 +9,7 @@ mod layout;
 mod log;
 mod recover;
 mod sessions;
+mod timed;
 mod workspaces;
 
 use std::collections::HashMap;
