@@ -257,3 +257,54 @@ async fn the_internal_reminder_route_refuses_unmarked_requests() {
     let (status, body) = post(fire, true).await;
     assert_eq!((status, &body["error"]), (404, &json!("reminder_not_found")), "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_serve_runs_the_schedule_clock_and_fires_a_missed_firing_once() {
+    let model = FakeServer::start().await;
+    answer(&model, "Late summary.");
+    answer(&model, "On-time summary.");
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), &model.url());
+    std::fs::write(
+        project.join("bot/schedules/heartbeat.md"),
+        "---\ncron: \"* * * * *\"\n---\nPull open incidents and post a summary.\n",
+    )
+    .unwrap();
+    // The schedule fired in this state directory before: a row from long ago.
+    let state = root.path().join("state");
+    let rows = state.join("pulse/timed/firings/schedule/heartbeat");
+    std::fs::create_dir_all(&rows).unwrap();
+    let old = json!({
+        "kind": "schedule", "owner": "heartbeat", "dueAt": "2020-01-01T00:00:00Z", "trigger": "cron",
+        "status": "completed", "sessionIds": [], "claimedAt": "2020-01-01T00:00:00Z"
+    });
+    std::fs::write(rows.join(format!("{:020}.json", 1_577_836_800_000u64)), old.to_string()).unwrap();
+
+    let server = Server::start(&[
+        "--mode",
+        "single",
+        "--dir",
+        project.to_str().unwrap(),
+        "--state-root",
+        state.to_str().unwrap(),
+    ]);
+    // At start the latest minute, missed while down, fires once through the production path.
+    let missed = within("the missed firing", async {
+        loop {
+            let found = std::fs::read_dir(&rows)
+                .unwrap()
+                .filter_map(|e| std::fs::read(e.unwrap().path()).ok())
+                .filter_map(|b| serde_json::from_slice::<Value>(&b).ok())
+                .find(|r| r["trigger"] == "missed" && r["status"] != "claimed");
+            if let Some(row) = found {
+                return row;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(missed["status"], json!("completed"), "{missed}");
+    assert_eq!(missed["sessionIds"].as_array().map(Vec::len), Some(1));
+    let info: Value = client().get(format!("{}/v1/info", server.origin)).send().await.unwrap().json().await.unwrap();
+    assert!(info["schedules"][0]["nextFireAt"].as_str().is_some(), "production serve fires it: {info}");
+}
