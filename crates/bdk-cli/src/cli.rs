@@ -34,6 +34,18 @@ pub enum Command {
     Cost(CostArgs),
     /// Call one server tool directly, with no model turn; prints the route's JSON envelope.
     Call(CallArgs),
+    /// List each schedule with its next firing and its last recorded outcome.
+    Schedules(SchedulesArgs),
+}
+
+/// `bdk schedules`.
+#[derive(Debug, Args)]
+pub struct SchedulesArgs {
+    #[command(flatten)]
+    pub project: ProjectArgs,
+    /// Where state lives: `<DIR>/<slug>/` per agent (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +113,13 @@ pub struct ServeArgs {
     /// Serve no documentation site.
     #[arg(long)]
     pub no_docs: bool,
+    /// Never fire schedules on their cron cadence (dispatch by hand still works under --dev).
+    #[arg(long)]
+    pub no_schedules: bool,
+    /// Run no schedule or reminder clocks; serve `POST /v1/internal/schedules/:id/fire` for an
+    /// external scheduler instead (requests must carry the timed-work marker header).
+    #[arg(long)]
+    pub no_control_plane: bool,
     /// After SIGTERM or ctrl-c, how long running turns may finish before they are cancelled.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub drain_grace: std::time::Duration,

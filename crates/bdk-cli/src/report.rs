@@ -115,7 +115,14 @@ pub fn summary(info: &ProjectInfo) -> String {
     let schedules: Vec<String> = info
         .schedules
         .iter()
-        .map(|s| format!("{} \"{}\" {} next {}", s.id, s.cron, s.kind, s.next_fire_at.as_deref().unwrap_or("never")))
+        .map(|s| {
+            let next = s.next_fire_at.as_deref().unwrap_or("never");
+            let last = match &s.last_firing {
+                Some(f) => format!(", last {} (due {})", f.status, f.due_at),
+                None => String::new(),
+            };
+            format!("{} \"{}\" {} next {next}{last}", s.id, s.cron, s.kind)
+        })
         .collect();
     section(&mut out, "schedules", &schedules);
     section(

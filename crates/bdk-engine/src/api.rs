@@ -188,6 +188,11 @@ impl Engine {
         Self { inner: Core::new(config, stores, provider, tools, options) }
     }
 
+    /// The shared core, for the capability modules (schedules, reminders) built on it.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.inner
+    }
+
     /// The agent settings this engine runs with.
     pub fn config(&self) -> &AgentConfig {
         &self.inner.config

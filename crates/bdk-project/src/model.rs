@@ -368,6 +368,8 @@ pub struct ScheduleDef {
     pub description: Option<String>,
     pub action: ScheduleAction,
     pub cwd: PathBuf,
+    /// How long a `run` command may take before it is killed and the firing fails.
+    pub timeout: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -268,9 +268,32 @@ pub struct ScheduleInfo {
     pub run: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receive: Option<ReceiveInfo>,
-    /// The next firing in UTC, RFC 3339; absent when the expression never fires again.
+    /// The next firing in UTC, RFC 3339; absent when the expression never fires again, or the
+    /// schedule does not fire by itself here (`receive`; a serve under `--dev`,
+    /// `--no-schedules` or `--no-control-plane`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_fire_at: Option<String>,
+    /// The latest recorded firing in the agent's state directory, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_firing: Option<FiringInfo>,
+}
+
+/// One recorded firing of a schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FiringInfo {
+    /// The due time it served, RFC 3339.
+    pub due_at: String,
+    /// `cron`, `missed`, `dev` or `internal`.
+    pub trigger: String,
+    /// `claimed` (running or open), `completed` or `failed`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub session_ids: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ pub mod mount;
 mod routes;
 mod server;
 pub mod state;
+mod timed;
 
 pub use auth::{AuthPolicy, BearerToken, Caller};
 pub use error::{ApiError, ApiResult};

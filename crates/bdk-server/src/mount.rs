@@ -1,9 +1,14 @@
 //! Mounting a discovered project as a served agent: where its state lives, which model it runs
 //! on, its engine settings, and the engine itself (recovered before the first request).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use bdk_engine::clock::SystemClock;
+use bdk_engine::reminders::Reminders;
+use bdk_engine::reminders::tools::ReminderSlot;
+use bdk_engine::schedules::{ScheduleOptions, Schedules};
 use bdk_engine::{AgentConfig, Engine, EngineOptions};
 use bdk_model::{ModelInput, ModelLayer, ModelProvider, ProviderOptions, ResolvedModel};
 use bdk_project::Project;
@@ -47,10 +52,22 @@ pub fn tools_with(
     state_dir: &Path,
     extend: &ExtendTools,
 ) -> Result<Arc<dyn ToolRegistry>, MountError> {
-    let registry = extend(ProjectTools::builder(project).state_root(state_dir))
-        .build()
-        .map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
+    let mut builder = extend(ProjectTools::builder(project).state_root(state_dir));
+    if project.harness.builtin_reminders {
+        builder = bdk_engine::reminders::tools::register(builder, &reminder_slot(state_dir));
+    }
+    let registry = builder.build().map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
     Ok(Arc::new(registry))
+}
+
+/// The slot through which an agent's `reminders_*` tools reach its [`Reminders`]: the registry
+/// is built before the engine, so [`mount`] fills the slot the tools were built with, found by
+/// the agent's state directory (one agent per state directory).
+fn reminder_slot(state_dir: &Path) -> ReminderSlot {
+    static SLOTS: OnceLock<Mutex<HashMap<PathBuf, ReminderSlot>>> = OnceLock::new();
+    let slots = SLOTS.get_or_init(Default::default);
+    let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
+    slots.entry(state_dir.to_path_buf()).or_default().clone()
 }
 
 /// Adds the native tools `extend` registers to `project`'s model, so its manifest (`bdk info`,
@@ -103,5 +120,16 @@ pub async fn mount(
     let engine = Engine::with_options(AgentConfig::from_project(&project), store.stores(), provider, tools, options);
     let recovered =
         engine.recover().await.map_err(|source| MountError::Recover { slug: project.slug.clone(), source })?;
-    Ok((Agent::new(project, engine), recovered))
+    let schedules = Schedules::new(
+        engine.clone(),
+        Arc::new(store.clone()),
+        Arc::new(SystemClock),
+        &project.caps.schedules,
+        ScheduleOptions::default(),
+    );
+    let reminders =
+        Reminders::new(engine.clone(), Arc::new(store.clone()), Arc::new(SystemClock), &project.caps.reminders);
+    // The tools built for this state directory now reach these reminders.
+    let _ = reminder_slot(state_dir).set(reminders.clone());
+    Ok((Agent::new(project, engine).with_schedules(schedules).with_reminders(reminders), recovered))
 }

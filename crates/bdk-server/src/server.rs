@@ -43,6 +43,7 @@ pub async fn serve(
     let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
     let mut server = tokio::spawn(async move { server.await });
+    let timed = crate::timed::start(&state);
 
     tokio::select! {
         () = shutdown => {}
@@ -54,6 +55,7 @@ pub async fn serve(
 
     tracing::info!(grace_ms = grace.as_millis() as u64, "shutting down: no new connections; draining turns");
     stop_accepting.cancel();
+    crate::timed::stop(&state, timed).await;
     join_all(state.agents.iter().map(|agent| agent.engine.drain(grace))).await;
     tracing::info!("turns drained; ending live streams");
     state.streams_end.cancel();

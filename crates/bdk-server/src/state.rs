@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use bdk_engine::Engine;
+use bdk_engine::reminders::Reminders;
+use bdk_engine::schedules::Schedules;
 use bdk_project::Project;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +38,12 @@ pub struct ServeOptions {
     pub docs: bool,
     /// Largest request body accepted (413 above it).
     pub body_limit: usize,
+    /// Schedules fire on their cron cadence. `--no-schedules` clears it; `--dev` never fires
+    /// by itself either way.
+    pub schedules: bool,
+    /// The host runs its own schedule and reminder clocks. `--no-control-plane` clears it: no
+    /// clocks, and the `/v1/internal/.../fire` routes exist instead.
+    pub control_plane: bool,
 }
 
 impl Default for ServeOptions {
@@ -47,6 +55,8 @@ impl Default for ServeOptions {
             playground: true,
             docs: true,
             body_limit: DEFAULT_BODY_LIMIT,
+            schedules: true,
+            control_plane: true,
         }
     }
 }
@@ -56,11 +66,37 @@ impl Default for ServeOptions {
 pub struct Agent {
     pub project: Arc<Project>,
     pub engine: Engine,
+    /// The agent's schedules (`None`: this agent was mounted without a timed-work store).
+    pub schedules: Option<Schedules>,
+    /// The agent's reminders (`None`: mounted without a timed-work store).
+    pub reminders: Option<Reminders>,
 }
 
 impl Agent {
     pub fn new(project: Project, engine: Engine) -> Self {
-        Self { project: Arc::new(project), engine }
+        Self { project: Arc::new(project), engine, schedules: None, reminders: None }
+    }
+
+    /// The agent with its schedules attached.
+    pub fn with_schedules(mut self, schedules: Schedules) -> Self {
+        self.schedules = Some(schedules);
+        self
+    }
+
+    /// The agent with its reminders attached.
+    pub fn with_reminders(mut self, reminders: Reminders) -> Self {
+        self.reminders = Some(reminders);
+        self
+    }
+
+    /// Whether this host fires schedules by itself: production serve with its own clocks.
+    pub fn clocks_run(options: &ServeOptions) -> bool {
+        options.schedules && Self::reminder_clock_runs(options)
+    }
+
+    /// Whether this host fires reminders by itself: not under `--dev` or `--no-control-plane`.
+    pub fn reminder_clock_runs(options: &ServeOptions) -> bool {
+        options.control_plane && !options.dev
     }
 
     pub fn slug(&self) -> &str {

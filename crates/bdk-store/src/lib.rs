@@ -6,6 +6,7 @@ pub mod api;
 pub mod error;
 pub mod fs;
 pub mod record;
+pub mod timed;
 
 pub use api::{
     BoxFuture, DataScope, EventFollower, EventLog, EventStream, FileEntry, HostDataStore, KvStore, NewEvent,
@@ -14,3 +15,4 @@ pub use api::{
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use record::{SessionRecord, SessionStatus};
+pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};

@@ -12,7 +12,7 @@ pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let discovery = embed.discover(&args.dirs);
     let (errors, _) = report::count(discovery.all_diagnostics());
     if args.json {
-        let mut infos: Vec<_> = discovery.projects.iter().map(bdk_project::manifest).collect();
+        let mut infos: Vec<_> = discovery.projects.iter().map(manifest).collect();
         let text = if infos.len() == 1 && discovery.diagnostics.is_empty() {
             serde_json::to_string_pretty(&infos.remove(0))?
         } else {
@@ -24,11 +24,18 @@ pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
         }
     } else {
         for project in &discovery.projects {
-            report::emit(&report::summary(&bdk_project::manifest(project)));
+            report::emit(&report::summary(&manifest(project)));
         }
         if !discovery.diagnostics.is_empty() {
             report::emit(&report::diagnostics_text(&discovery));
         }
     }
     Ok(if errors > 0 { Exit::ProjectErrors } else { Exit::Ok })
+}
+
+/// The manifest, with each schedule's last recorded firing from the default state directory.
+fn manifest(project: &bdk_project::Project) -> bdk_protocol::info::ProjectInfo {
+    let mut info = bdk_project::manifest(project);
+    super::schedules::annotate_from_state(&mut info, &bdk_server::mount::state_dir(project, None));
+    info
 }

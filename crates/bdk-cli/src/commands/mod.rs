@@ -11,6 +11,7 @@ mod cost_url;
 mod info;
 mod init;
 mod run;
+mod schedules;
 mod serve;
 mod trajectory;
 mod validate;
@@ -25,5 +26,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Trajectory(args) => trajectory::run(&args),
         Command::Cost(args) => cost::run(&args),
         Command::Call(args) => call::run(&args, embed),
+        Command::Schedules(args) => schedules::run(&args, embed),
     }
 }

@@ -62,6 +62,8 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         auth: AuthPolicy::from_flags(tokens, args.allow_anonymous),
         playground: !args.no_playground,
         docs: !args.no_docs,
+        schedules: !args.no_schedules,
+        control_plane: !args.no_control_plane,
         ..ServeOptions::default()
     };
 

@@ -5,6 +5,7 @@ mod examples;
 mod init;
 mod native;
 mod run;
+mod schedules;
 mod serve;
 mod serve_model;
 mod support;

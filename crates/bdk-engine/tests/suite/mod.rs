@@ -9,6 +9,8 @@ mod hot_path;
 mod lifecycle;
 mod listing;
 mod recovery;
+mod reminders;
+mod schedules;
 mod support;
 mod tokens;
 mod tool_project;

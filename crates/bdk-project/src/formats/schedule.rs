@@ -1,6 +1,8 @@
 //! `schedules/<id>.md` (cron frontmatter, the body is the prompt) and `schedules/<id>.toml`
 //! (`cron` and exactly one of `prompt`, `run`, `receive`). Cron is 5-field, evaluated in UTC.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
@@ -9,10 +11,13 @@ use serde::Deserialize;
 use crate::commands;
 use crate::diag::{Code, Diagnostics};
 use crate::model::{ScheduleAction, ScheduleDef};
-use crate::parse;
+use crate::parse::{self, DurationValue};
 use crate::source::SourceFile;
 
 use super::Origin;
+
+/// How long a `run` command may take when the file sets no `timeout`.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(300);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,6 +34,7 @@ struct ScheduleFile {
     prompt: Option<String>,
     run: Option<Vec<String>>,
     receive: Option<ReceiveFile>,
+    timeout: Option<DurationValue>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,6 +78,7 @@ pub fn load_markdown(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Di
         description: front.description,
         action: ScheduleAction::Prompt(prompt.to_owned()),
         cwd: origin.bot_dir.clone(),
+        timeout: DEFAULT_RUN_TIMEOUT,
     })
 }
 
@@ -79,6 +86,7 @@ pub fn load_toml(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagno
     check_id(src, id, diags)?;
     let file: ScheduleFile = parse::toml_file(src, diags)?;
     let cron_ok = check_cron(&file.cron, src, diags);
+    let timeout = parse::duration(file.timeout.as_ref(), src, "timeout", DEFAULT_RUN_TIMEOUT, diags);
     let action = match (file.prompt, file.run, file.receive) {
         (Some(prompt), None, None) if !prompt.trim().is_empty() => ScheduleAction::Prompt(prompt),
         (Some(_), None, None) => {
@@ -117,6 +125,7 @@ pub fn load_toml(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagno
         description: file.description,
         action,
         cwd: origin.bot_dir.clone(),
+        timeout,
     })
 }
 

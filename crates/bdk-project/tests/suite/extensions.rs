@@ -37,7 +37,9 @@ fn ci_mount() -> Fixture {
 fn a_file_mount_contributes_namespaced_capabilities() {
     //! Guards: `path` resolves against the extensions folder and everything found is `ci__`.
     let (fx, project) = ci_mount().load();
-    assert_clean(&project);
+    // The mount's `receive` schedule loads; it only warns that channels do not run yet.
+    only(&project, "schedule_receive_unsupported").warning().file("bot/vendor/ci/schedules/poll.toml");
+    assert_eq!(project.diagnostics.len(), 1);
     let caps = &project.caps;
     let tool = project.tool("ci__failed_jobs").expect("namespaced tool");
     assert_eq!(tool.source, Source::Extension);

@@ -19,12 +19,29 @@ fn markdown_and_toml_schedules_load() {
         )
         .file("bot/channels/intake.toml", "[[routes]]\nmethod = \"POST\"\npath = \"/x\"\nhandler = [\"t\"]\n")
         .load();
-    assert_clean(&project);
+    // `receive` loads, and warns that it does not run yet (channels are not built).
+    only(&project, "schedule_receive_unsupported").warning().file("bot/schedules/nudge.toml");
+    assert_eq!(project.diagnostics.len(), 1);
     let by_id = |id: &str| project.caps.schedules.iter().find(|s| s.id == id).expect(id);
     assert_eq!(by_id("daily").action, ScheduleAction::Prompt("Summarize.".into()));
     assert_eq!(by_id("daily").description.as_deref(), Some("Standup."));
     assert_eq!(by_id("sweep").action, ScheduleAction::Run(vec!["python3".into(), "lib/sweep.py".into()]));
     assert_eq!(by_id("nudge").action, ScheduleAction::Receive { channel: "intake".into(), message: "tick".into() });
+    assert_eq!(by_id("sweep").timeout, std::time::Duration::from_secs(300));
+}
+
+#[test]
+fn a_run_schedule_takes_a_timeout() {
+    //! Guards: `timeout` bounds a `run` command; a bad value is invalid_value.
+    let (_fx, project) = Fixture::new()
+        .file("bot/schedules/a.toml", "cron = \"0 9 * * *\"\nrun = [\"true\"]\ntimeout = \"45s\"\n")
+        .load();
+    assert_clean(&project);
+    assert_eq!(project.caps.schedules[0].timeout, std::time::Duration::from_secs(45));
+    let (_fx, project) = Fixture::new()
+        .file("bot/schedules/a.toml", "cron = \"0 9 * * *\"\nrun = [\"true\"]\ntimeout = \"soon\"\n")
+        .load();
+    only(&project, "invalid_value").error().file("bot/schedules/a.toml");
 }
 
 #[test]

@@ -52,6 +52,13 @@ pub(crate) struct HostCaller {
     services: Arc<dyn HostServices>,
 }
 
+impl HostCaller {
+    /// The session of the call the token was minted for, if any.
+    pub(crate) fn session_id(&self) -> Option<bdk_protocol::SessionId> {
+        self.scope.session_id.clone()
+    }
+}
+
 impl FromRequestParts<AgentState> for HostCaller {
     type Rejection = ApiError;
 

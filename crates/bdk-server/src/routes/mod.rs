@@ -23,6 +23,8 @@ mod host;
 mod info;
 mod logs;
 mod meta;
+mod reminders;
+mod schedules;
 mod session;
 mod sessions;
 mod tools;
@@ -61,7 +63,15 @@ pub fn app(state: AppState) -> Router {
 /// One agent's routes, relative to its base path.
 fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     let state = AgentState { base_path: app.base_path(&agent).into(), app: app.clone(), agent };
+    let mut timed = Router::new();
+    if app.options.dev {
+        timed = timed.merge(schedules::dev_routes()).merge(reminders::dev_routes());
+    }
+    if !app.options.control_plane {
+        timed = timed.merge(schedules::internal_routes()).merge(reminders::internal_routes());
+    }
     let authed = Router::new()
+        .merge(timed)
         .merge(session::routes())
         .merge(approvals::routes())
         .merge(sessions::routes())
@@ -71,7 +81,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
     let open = Router::new().route("/v1/health", get(health::agent_health)).route("/v1/meta", get(meta::get_meta));
     // Host services admit by their own per-call token, never by the auth chain.
-    let host = crate::host_services::routes::routes();
+    let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
     authed.merge(open).merge(host).with_state(state)
 }
 

@@ -339,3 +339,25 @@ async fn direct_calls_get_host_services_too() {
     assert_eq!(host.state.host_tokens.live(), 0);
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_arms_lists_and_cancels_reminders_of_its_own_session() {
+    let steps = json!([
+        post("/reminders/create", json!({"delay": "2h", "prompt": "Re-check CI.", "purpose": "ci"})),
+        post("/reminders/list", json!({})),
+        post("/reminders/create", json!({"every": "100ms", "prompt": "too fast"})),
+        post("/reminders/create", json!({"delay": "1h", "handler": "nope"})),
+        post("/reminders/create", json!({"at": "2000-01-01T00:00:00Z", "prompt": "past"})),
+        post("/reminders/cancel", json!({"id": "rem_unknown"})),
+    ]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let (id, out) = run_probe(&host).await;
+    let created = &reply(&out, 0, 200)["reminder"];
+    assert_eq!((&created["sessionId"], &created["status"]), (&json!(id), &json!("active")), "{created}");
+    let listed = &reply(&out, 1, 200)["reminders"];
+    assert_eq!(listed[0]["id"], created["id"]);
+    assert_eq!(reply(&out, 2, 400)["error"], json!("invalid_reminder"));
+    assert_eq!(reply(&out, 3, 400)["error"], json!("unknown_handler"));
+    assert_eq!(reply(&out, 4, 400)["error"], json!("invalid_reminder"));
+    assert_eq!(reply(&out, 5, 404)["error"], json!("reminder_not_found"));
+}

@@ -134,7 +134,13 @@ impl Builder {
                 options,
             );
             engine.recover().await.unwrap();
-            agents.push(Agent::new(project, engine));
+            let reminders = bdk_engine::reminders::Reminders::new(
+                engine.clone(),
+                Arc::new(store.clone()),
+                Arc::new(bdk_engine::clock::SystemClock),
+                &project.caps.reminders,
+            );
+            agents.push(Agent::new(project, engine).with_reminders(reminders));
         }
         let logs = LogBuffer::new(100);
         let state = AppState::new(agents, self.options, logs).with_host_tokens(host_tokens);

@@ -10,6 +10,7 @@ mod log;
 mod recover;
 mod sessions;
 mod syncs;
+mod timed;
 mod workspaces;
 
 use std::collections::HashMap;

@@ -1,0 +1,173 @@
+//! One firing of a schedule: claim its row, run its action, record the outcome.
+//!
+//! A prompt schedule starts a task-mode session on channel `schedule` whose continuation key is
+//! `<id>@<due millis>`. That key is what makes a restart safe: a claim found open at start-up
+//! looks its session up by that token, so a session that was started is followed (never
+//! started twice), and one that never started is started then (never lost).
+//! A `run` schedule runs its command with host services acting as the schedule-scoped principal
+//! `schedule:<id>`; a `receive` schedule fails its firing (channels do not run yet).
+
+use std::sync::Arc;
+
+use bdk_project::model::ScheduleAction;
+use bdk_protocol::SessionId;
+use bdk_protocol::event::SessionMode;
+use bdk_store::{FiringRecord, FiringStatus, TimedKind};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::{Dispatched, Inner, Schedule, Trigger};
+use crate::api::{Principal, StartSession};
+use crate::timed_command::{self, SessionEnd, TimedCommand};
+use crate::timed_error::TimedError;
+
+/// The channel schedule sessions belong to.
+pub const CHANNEL: &str = "schedule";
+
+/// The principal a schedule acts as (the reference's `appAuth`).
+pub fn principal(id: &str) -> Principal {
+    Principal::new(format!("schedule:{id}"))
+}
+
+/// Claims `(schedule, due)` and starts the firing. `None` when the claim already existed.
+pub(super) async fn fire(
+    inner: &Arc<Inner>,
+    schedule: &Schedule,
+    due: DateTime<Utc>,
+    trigger: Trigger,
+) -> Result<Option<Dispatched>, TimedError> {
+    let record = FiringRecord {
+        kind: TimedKind::Schedule,
+        owner: schedule.def.id.clone(),
+        due_at: due,
+        trigger: trigger.as_str().to_owned(),
+        status: FiringStatus::Claimed,
+        session_ids: Vec::new(),
+        claimed_at: inner.clock.now(),
+        finished_at: None,
+        error: None,
+    };
+    if !inner.store.claim_firing(record.clone()).await? {
+        return Ok(None);
+    }
+    tracing::info!(schedule = %schedule.def.id, due = %due, trigger = trigger.as_str(), "schedule firing");
+    resume(inner, schedule, record).await.map(Some)
+}
+
+/// Runs (or picks up) the claimed firing `record`.
+pub(super) async fn resume(
+    inner: &Arc<Inner>,
+    schedule: &Schedule,
+    mut record: FiringRecord,
+) -> Result<Dispatched, TimedError> {
+    let id = schedule.def.id.clone();
+    match &schedule.def.action {
+        ScheduleAction::Prompt(prompt) => {
+            let session = match record.session_ids.first() {
+                Some(session) => session.clone(),
+                None => match start(inner, &record, prompt).await {
+                    Ok(session) => session,
+                    Err(error) => {
+                        finish(inner, record, Err(error.to_string())).await;
+                        return Err(error);
+                    }
+                },
+            };
+            if record.session_ids.is_empty() {
+                record.session_ids = vec![session.clone()];
+                inner.store.update_firing(record.clone()).await?;
+            }
+            let (waiter, followed) = (inner.clone(), session.clone());
+            inner.tasks.spawn(async move {
+                let core = waiter.engine.core().clone();
+                let end = timed_command::session_end(&core, &followed, &principal(&record.owner), &waiter.cancel).await;
+                match end {
+                    Some(SessionEnd::Completed) => finish(&waiter, record, Ok(())).await,
+                    Some(SessionEnd::Failed(message)) => finish(&waiter, record, Err(message)).await,
+                    // Shutting down: the row stays open and the next start follows the session.
+                    None => {}
+                }
+            });
+            Ok(Dispatched { schedule_id: id, session_ids: vec![session] })
+        }
+        ScheduleAction::Run(argv) => {
+            let command = TimedCommand {
+                name: format!("schedule-{id}"),
+                argv: argv.clone(),
+                cwd: schedule.def.cwd.clone(),
+                timeout: schedule.def.timeout,
+                session_id: None,
+                principal: principal(&id),
+            };
+            let input = json!({
+                "scheduleId": id,
+                "dueAt": record.due_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "trigger": record.trigger,
+            });
+            let runner = inner.clone();
+            inner.tasks.spawn(async move {
+                let core = runner.engine.core().clone();
+                let outcome = tokio::select! {
+                    () = runner.cancel.cancelled() => return,
+                    outcome = timed_command::run(&core, &command, &input) => outcome,
+                };
+                let result = if outcome.is_error { Err(outcome_text(&outcome.result)) } else { Ok(()) };
+                finish(&runner, record, result).await;
+            });
+            Ok(Dispatched { schedule_id: id, session_ids: Vec::new() })
+        }
+        ScheduleAction::Receive { channel, .. } => {
+            let message = format!("`receive` into channel `{channel}` does not run yet: channels are not built");
+            finish(inner, record, Err(message.clone())).await;
+            Err(TimedError::invalid("schedule_not_runnable", message))
+        }
+    }
+}
+
+/// Starts the firing's task session, or finds the one a previous process started for it.
+async fn start(inner: &Arc<Inner>, record: &FiringRecord, prompt: &str) -> Result<SessionId, TimedError> {
+    let core = inner.engine.core();
+    let key = format!("{}@{}", record.owner, record.due_at.timestamp_millis());
+    let token = crate::tokens::channel_token(CHANNEL, &key)?;
+    if let Some(existing) = core.direct_tokens.find(core, &token).await? {
+        return Ok(existing.id);
+    }
+    let request = StartSession {
+        message: prompt.to_owned(),
+        principal: principal(&record.owner),
+        channel: CHANNEL.to_owned(),
+        continuation_key: Some(key),
+        mode: SessionMode::Task,
+        title: Some(format!("schedule {}", record.owner)),
+        dry_run: false,
+        as_of: None,
+        purpose: Some("schedule".to_owned()),
+        workspace_files: Vec::new(),
+    };
+    Ok(core.start_session(request).await?.session_id)
+}
+
+/// Records the firing's outcome. A storage failure is logged: the row stays open and is picked
+/// up at the next start.
+pub(super) async fn finish(inner: &Inner, mut record: FiringRecord, result: Result<(), String>) {
+    record.finished_at = Some(inner.clock.now());
+    match result {
+        Ok(()) => record.status = FiringStatus::Completed,
+        Err(message) => {
+            tracing::warn!(schedule = %record.owner, error = %message, "schedule firing failed");
+            record.status = FiringStatus::Failed;
+            record.error = Some(message);
+        }
+    }
+    if let Err(error) = inner.store.update_firing(record).await {
+        tracing::error!(%error, "recording a schedule firing's outcome failed");
+    }
+}
+
+/// A command's error result as one line of text.
+fn outcome_text(result: &serde_json::Value) -> String {
+    match result {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
