@@ -1,5 +1,6 @@
 mod call;
 mod cost_url;
+mod eval;
 mod examples;
 mod init;
 mod native;

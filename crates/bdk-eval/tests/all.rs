@@ -1,0 +1,3 @@
+//! The eval runner's integration suite.
+
+mod suite;
