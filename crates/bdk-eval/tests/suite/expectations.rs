@@ -113,6 +113,9 @@ async fn every_expectation_kind_passes_and_fails_and_all_are_reported() {
     let record = fx.setup.evals_dir().join(&run.run_id).join("state/sessions").join(&session).join("session.json");
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();
     assert_eq!(record["purpose"], "eval");
+    // Host code sees it too: the lookup command printed its call context's purpose.
+    let log = record_path_log(&fx, &run.run_id, &session);
+    assert!(log.contains(r#"\"purpose\":\"eval\""#), "{log}");
     assert!(!fx.setup.state_dir.join("sessions").exists(), "the user's sessions are untouched");
 }
 
@@ -164,4 +167,9 @@ async fn a_failing_turn_is_a_failed_case_with_the_reason() {
     assert_eq!(attempt.outcome, Outcome::TurnFailed);
     assert!(!attempt.passed);
     assert!(attempt.error.as_deref().unwrap().starts_with("turn failed"), "{:?}", attempt.error);
+}
+
+fn record_path_log(fx: &Fx, run_id: &str, session: &str) -> String {
+    let log = fx.setup.evals_dir().join(run_id).join("state/sessions").join(session).join("events.ndjson");
+    std::fs::read_to_string(log).unwrap()
 }

@@ -25,9 +25,10 @@ pub async fn within<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Answers with the `purpose` its call context carries (`"purpose":"eval"` in eval sessions).
 pub const LOOKUP: &str = r#"description = "Look something up."
 effect = "read"
-command = ["sh", "-c", "cat > /dev/null; echo '\"found\"'"]
+command = ["sh", "-c", "grep -o '\"purpose\":[^,}]*' || echo none"]
 
 [input_schema]
 type = "object"
