@@ -64,15 +64,24 @@ pub(crate) async fn attempt(
         session: None,
         stream: None,
         turn: None,
+        sent: Instant::now(),
+        token: String::new(),
         events: Vec::new(),
         turns: Vec::new(),
     };
-    let ended = tokio::select! {
-        ended = tokio::time::timeout(timeout, run.converse(case, iteration)) => match ended {
-            Ok(ended) => ended,
-            Err(_) => Ended::new(Outcome::TimedOut, format!("timed out after {}", humanize(timeout))),
+    let deadline = tokio::time::Instant::now() + timeout;
+    // Opening the session is not raced against the timeout or cancellation: it returns as soon
+    // as the first message is durable, and a session opened behind our back could not be
+    // stopped. Its time still counts against the timeout.
+    let ended = match run.open(case, iteration).await {
+        Err(ended) => ended,
+        Ok(()) => tokio::select! {
+            ended = tokio::time::timeout_at(deadline, run.converse(case)) => match ended {
+                Ok(ended) => ended,
+                Err(_) => Ended::new(Outcome::TimedOut, format!("timed out after {}", humanize(timeout))),
+            },
+            () = cancel.cancelled() => Ended::new(Outcome::Cancelled, "the run was cancelled".into()),
         },
-        () = cancel.cancelled() => Ended::new(Outcome::Cancelled, "the run was cancelled".into()),
     };
     if matches!(ended.outcome, Outcome::TimedOut | Outcome::Cancelled) {
         run.stop().await;
@@ -105,17 +114,20 @@ struct Conversation<'a> {
     session: Option<SessionId>,
     /// The session's events, followed from index 0.
     stream: Option<EventStream>,
-    /// The turn being waited for.
+    /// The turn being waited for, when its message was sent, and the token for the next one.
     turn: Option<TurnId>,
+    sent: Instant,
+    token: String,
     /// Events read so far.
     events: Vec<Event>,
     turns: Vec<TurnRecord>,
 }
 
 impl Conversation<'_> {
-    async fn converse(&mut self, case: &EvalCase, iteration: u32) -> Ended {
+    /// Opens the eval session with the first turn's message and follows its events.
+    async fn open(&mut self, case: &EvalCase, iteration: u32) -> Result<(), Ended> {
         let Some(first) = case.turns.first() else {
-            return Ended::new(Outcome::Error, "the case has no turns".into());
+            return Err(Ended::new(Outcome::Error, "the case has no turns".into()));
         };
         let request = StartSession {
             message: first.message.clone(),
@@ -129,34 +141,45 @@ impl Conversation<'_> {
             purpose: Some(PURPOSE.into()),
             workspace_files: Vec::new(),
         };
+        self.sent = Instant::now();
         let started = match self.engine.start_session(request).await {
             Ok(started) => started,
-            Err(err) => return Ended::new(Outcome::Error, format!("the session could not start: {err}")),
+            Err(err) => return Err(Ended::new(Outcome::Error, format!("the session could not start: {err}"))),
         };
         self.session = Some(started.session_id.clone());
+        self.token = started.continuation_token;
+        self.turn = Some(started.turn_id);
         match self.engine.follow(&started.session_id, &self.principal, 0).await {
             Ok(stream) => self.stream = Some(stream),
-            Err(err) => return Ended::new(Outcome::Error, format!("the session's events could not be read: {err}")),
+            Err(err) => {
+                return Err(Ended::new(Outcome::Error, format!("the session's events could not be read: {err}")));
+            }
         }
-        let mut token = started.continuation_token;
-        self.turn = Some(started.turn_id);
+        Ok(())
+    }
+
+    /// Waits for each turn and sends the next message, until every turn completed or one did not.
+    async fn converse(&mut self, case: &EvalCase) -> Ended {
+        let Some(session) = self.session.clone() else {
+            return Ended::new(Outcome::Error, "the session was not opened".into());
+        };
         for i in 0..case.turns.len() {
-            let sent = Instant::now();
-            if let Err(ended) = self.wait_turn(&started.session_id).await {
+            if let Err(ended) = self.wait_turn(&session).await {
                 return ended;
             }
-            self.turns.push(TurnRecord { duration_ms: millis(sent.elapsed()) });
+            self.turns.push(TurnRecord { duration_ms: millis(self.sent.elapsed()) });
             let Some(following) = case.turns.get(i + 1) else { break };
             let follow = FollowUp {
                 message: following.message.clone(),
                 principal: self.principal.clone(),
-                continuation_token: token.clone(),
+                continuation_token: self.token.clone(),
                 admission: Admission::Preempt,
                 workspace_files: Vec::new(),
             };
-            match self.engine.follow_up(&started.session_id, follow).await {
+            self.sent = Instant::now();
+            match self.engine.follow_up(&session, follow).await {
                 Ok(accepted) => {
-                    token = accepted.continuation_token;
+                    self.token = accepted.continuation_token;
                     match accepted.turn_id {
                         Some(id) => self.turn = Some(id),
                         None => return Ended::new(Outcome::Error, format!("turn {} was not admitted", i + 2)),

@@ -194,3 +194,26 @@ async fn an_eval_naming_an_unknown_tool_stops_the_run_before_it_starts() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("invalid_regex"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_gets_a_live_progress_bar() {
+    let server = FakeServer::start().await;
+    let root = tempfile::tempdir().unwrap();
+    let dir = project(root.path(), &server.url());
+    let state = root.path().join("state");
+    server.push(text("yes"));
+    // Python's pty module gives bdk a terminal on stdin, stdout and stderr, and copies what
+    // bdk writes there to its own stdout (a pipe).
+    let mut command = Command::new("python3");
+    command.args(["-c", "import pty, sys; sys.exit(0 if pty.spawn(sys.argv[1:]) == 0 else 1)"]);
+    command.arg(env!("CARGO_BIN_EXE_bdk")).args(["eval", "--filter", "smoke", "--dir"]).arg(&dir);
+    command.arg("--state-root").arg(&state);
+    for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY"] {
+        command.env_remove(var);
+    }
+    let (code, stdout, stderr) = output(command).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("\r\x1b[2K["), "the bar is redrawn in place: {stdout:?}");
+    assert!(stdout.contains("1/1 attempts"), "{stdout:?}");
+    assert!(!stdout.contains("PASS smoke"), "no plain progress lines on a terminal: {stdout:?}");
+}

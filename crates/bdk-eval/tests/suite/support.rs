@@ -16,7 +16,7 @@ use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 
 /// Every wait in this suite is bounded by this.
-pub const TIMEOUT: Duration = Duration::from_secs(30);
+pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 pub async fn within<F: Future>(future: F) -> F::Output {
     match tokio::time::timeout(TIMEOUT, future).await {
