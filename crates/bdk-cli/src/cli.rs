@@ -36,6 +36,8 @@ pub enum Command {
     Call(CallArgs),
     /// List each schedule with its next firing and its last recorded outcome.
     Schedules(SchedulesArgs),
+    /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
+    Eval(EvalArgs),
 }
 
 /// `bdk schedules`.
@@ -206,5 +208,38 @@ pub struct CallArgs {
     pub token: Option<String>,
     /// With `--dir`: the state root `serve` uses (default: `<project>/.bdk/`).
     #[arg(long, value_name = "DIR", requires = "dir")]
+    pub state_root: Option<PathBuf>,
+}
+
+/// `bdk eval`. Exit codes: 0 every case passed, 1 a case failed (or `--compare` found a
+/// regression, or the project has errors), 3 nothing to run.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The project folder (holding bot/ or agent/, with evals/ beside it).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// List the selected evals and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Only evals with this tag. Repeatable: any of them.
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// Only this eval id and the cases under it. Repeatable: any of them.
+    #[arg(long = "filter", value_name = "ID")]
+    pub filters: Vec<String>,
+    /// Run every selected case this many times (instead of its `iterations`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub iterations: Option<u32>,
+    /// Print JSON (the run snapshot, the list, or the comparison) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the results as JUnit XML to this file.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Compare two saved runs (ids, or paths to run.json files) instead of running.
+    #[arg(long, num_args = 2, value_names = ["RUN_A", "RUN_B"], conflicts_with_all = ["list", "junit", "iterations"])]
+    pub compare: Option<Vec<String>>,
+    /// Where state lives: `<STATE_ROOT>/<slug>/` (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
     pub state_root: Option<PathBuf>,
 }

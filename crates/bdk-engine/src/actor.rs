@@ -289,8 +289,11 @@ impl Actor {
     fn start_turn(&mut self, files: Vec<(String, String)>) -> TurnId {
         let turn_id = TurnId::generate();
         let cancel = self.cancel.child_token();
-        let settings =
-            self.record.as_ref().map(|r| ToolSettings { dry_run: r.dry_run, as_of: r.as_of }).unwrap_or_default();
+        let settings = self
+            .record
+            .as_ref()
+            .map(|r| ToolSettings { dry_run: r.dry_run, as_of: r.as_of, purpose: r.purpose.clone() })
+            .unwrap_or_default();
         let context = TurnContext {
             core: self.core.clone(),
             session: self.id.clone(),

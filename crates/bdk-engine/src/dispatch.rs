@@ -80,12 +80,14 @@ pub(crate) struct DispatchContext<'a> {
 }
 
 /// The session's settings every tool call carries.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ToolSettings {
     /// Writes are stubbed (the session was created with `dryRun`).
     pub dry_run: bool,
     /// `time_args` are enforced against this instant (the session's `asOf`).
     pub as_of: Option<DateTime<Utc>>,
+    /// The session's `purpose` (`"eval"` for eval sessions), told to every tool call.
+    pub purpose: Option<String>,
 }
 
 /// What a call's task hands back.
@@ -211,6 +213,7 @@ fn start_call(set: &mut JoinSet<Landed>, context: &DispatchContext<'_>, index: u
         host: None,
         identity: None,
         services: None,
+        purpose: context.settings.purpose.clone(),
     };
     lease.apply(&mut invocation);
     let future = context.tools.call(invocation, context.cancel.child_token());

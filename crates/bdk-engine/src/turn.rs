@@ -211,7 +211,7 @@ async fn drive(
             turn: &context.turn,
             workspace: workspace.clone(),
             cancel,
-            settings: context.settings,
+            settings: context.settings.clone(),
             approvals: &core.approvals,
             core,
         };

@@ -472,6 +472,8 @@ pub struct Seed {
 pub struct EvalsDef {
     pub max_concurrency: u32,
     pub timeout: Duration,
+    /// The model that grades `judge` rubrics (`None`: the agent's own model).
+    pub judge_model: Option<ModelDef>,
     pub cases: Vec<EvalCase>,
 }
 
@@ -501,6 +503,14 @@ pub struct Expectations {
     pub reply_includes: Vec<String>,
     pub reply_matches: Vec<String>,
     pub max_turn_ms: Option<u64>,
+    /// A JSON Schema the final reply, read as JSON, must satisfy.
+    pub reply_schema: Option<Value>,
+    pub max_tool_calls: Option<u32>,
+    pub max_cost_usd: Option<f64>,
+    /// The whole conversation (every turn) took no longer than this.
+    pub max_duration: Option<Duration>,
+    /// A rubric a second model grades the conversation against (model-graded).
+    pub judge: Option<String>,
 }
 
 impl Expectations {
@@ -511,6 +521,11 @@ impl Expectations {
             + self.reply_includes.len()
             + self.reply_matches.len()
             + usize::from(self.max_turn_ms.is_some())
+            + usize::from(self.reply_schema.is_some())
+            + usize::from(self.max_tool_calls.is_some())
+            + usize::from(self.max_cost_usd.is_some())
+            + usize::from(self.max_duration.is_some())
+            + usize::from(self.judge.is_some())
     }
 }
 

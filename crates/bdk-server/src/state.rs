@@ -1,11 +1,13 @@
 //! What the routes share: the mounted agents (each with its engine and project), the serve
 //! options, the log buffer, and the token that ends live streams at shutdown.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use bdk_engine::Engine;
 use bdk_engine::reminders::Reminders;
 use bdk_engine::schedules::Schedules;
+use bdk_eval::EvalService;
 use bdk_project::Project;
 use tokio_util::sync::CancellationToken;
 
@@ -114,6 +116,8 @@ pub struct AppState {
     pub streams_end: CancellationToken,
     /// The live host-service tokens of running tool calls (`host_services`).
     pub host_tokens: HostTokens,
+    /// Each agent's eval runs, by slug (`/v1/dev/evals...`); an agent without one answers 404.
+    pub evals: Arc<HashMap<String, Arc<EvalService>>>,
 }
 
 impl AppState {
@@ -124,7 +128,14 @@ impl AppState {
             logs,
             streams_end: CancellationToken::new(),
             host_tokens: HostTokens::new(),
+            evals: Arc::new(HashMap::new()),
         }
+    }
+
+    /// Serves `/v1/dev/evals...` for the agents in `evals` (by slug).
+    pub fn with_evals(mut self, evals: HashMap<String, Arc<EvalService>>) -> Self {
+        self.evals = Arc::new(evals);
+        self
     }
 
     /// Serves host services with `tokens`, the table whose authorities the agents' engines were

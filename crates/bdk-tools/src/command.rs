@@ -61,6 +61,8 @@ pub struct CallContext {
     pub as_of: Option<DateTime<Utc>>,
     pub host: Option<HostAccess>,
     pub identity: Option<CallIdentity>,
+    /// The session's `purpose` (`"eval"` for eval sessions).
+    pub purpose: Option<String>,
 }
 
 impl CallContext {
@@ -75,11 +77,12 @@ impl CallContext {
             as_of: invocation.as_of,
             host: invocation.host.clone(),
             identity: invocation.identity.clone(),
+            purpose: invocation.purpose.clone(),
         }
     }
 
     /// The `context` object: `sessionId`, `turnId`, `callId`, `workspaceDir`, `stateRoot`,
-    /// `dryRun`, `asOf` (absent values are `null`), and for a direct call made with a
+    /// `dryRun`, `asOf`, `purpose` (absent values are `null`), and for a direct call made with a
     /// continuation token `channel` and `continuationKey`, and for a call with host access
     /// `hostUrl` and `hostToken` (absent otherwise).
     pub fn to_json(&self) -> Value {
@@ -91,6 +94,7 @@ impl CallContext {
             "stateRoot": self.state_root.as_ref().map(|p| p.display().to_string()),
             "dryRun": self.dry_run,
             "asOf": self.as_of.map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
+            "purpose": self.purpose,
         });
         if let (Some(identity), Some(object)) = (&self.identity, context.as_object_mut()) {
             object.insert("channel".into(), Value::String(identity.channel.clone()));
@@ -340,7 +344,7 @@ mod tests {
     fn context_has_every_key() {
         let context = CallContext { call_id: "tool_x_1".into(), dry_run: true, ..CallContext::default() };
         let value = context.to_json();
-        for key in ["sessionId", "turnId", "callId", "workspaceDir", "stateRoot", "dryRun", "asOf"] {
+        for key in ["sessionId", "turnId", "callId", "workspaceDir", "stateRoot", "dryRun", "asOf", "purpose"] {
             assert!(value.get(key).is_some(), "{key}");
         }
         assert_eq!(value["dryRun"], json!(true));

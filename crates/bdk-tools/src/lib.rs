@@ -105,6 +105,8 @@ pub struct ToolInvocation {
     pub identity: Option<CallIdentity>,
     /// The same host services in-process, for native tools ([`ToolContext::services`]).
     pub services: Option<std::sync::Arc<dyn HostServices>>,
+    /// The session's `purpose` (`"eval"` for eval sessions), so host code can tell.
+    pub purpose: Option<String>,
 }
 
 impl ToolInvocation {
@@ -122,6 +124,7 @@ impl ToolInvocation {
             host: None,
             identity: None,
             services: None,
+            purpose: None,
         }
     }
 

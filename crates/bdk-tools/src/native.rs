@@ -42,6 +42,8 @@ pub struct ToolContext {
     /// The host services in-process (kv, files, send, callTool), bound to this call's session
     /// and valid until the call returns. See [`ToolContext::services`].
     pub services: Option<Arc<dyn HostServices>>,
+    /// The session's `purpose` (`"eval"` for eval sessions).
+    pub purpose: Option<String>,
 }
 
 impl ToolContext {
@@ -57,6 +59,7 @@ impl ToolContext {
             host: invocation.host.clone(),
             identity: invocation.identity.clone(),
             services: invocation.services.clone(),
+            purpose: invocation.purpose.clone(),
         }
     }
 

@@ -8,6 +8,7 @@ use crate::exit::Exit;
 mod call;
 mod cost;
 mod cost_url;
+mod eval;
 mod info;
 mod init;
 mod run;
@@ -27,5 +28,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Cost(args) => cost::run(&args),
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
+        Command::Eval(args) => eval::run(&args, embed),
     }
 }

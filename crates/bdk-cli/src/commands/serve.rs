@@ -87,6 +87,8 @@ async fn serve(
     let mut agents = Vec::with_capacity(projects.len());
     // Tool calls reach the host services with tokens from this table (`BDK_HOST_TOKEN`).
     let host_tokens = HostTokens::new();
+    // Each agent's eval runs (`/v1/dev/evals...`), on state of their own under `<dir>/evals/`.
+    let mut evals = std::collections::HashMap::new();
     for project in projects {
         let dir = mount::state_dir(&project, args.state_root.as_deref());
         let (resolved, provider) = mount::provider(&project, ModelLayer::default());
@@ -97,6 +99,7 @@ async fn serve(
         let info = provider.info();
         let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
         let tools = embed.registry(&project, &dir)?;
+        evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
             agent = %slug,
@@ -111,7 +114,7 @@ async fn serve(
 
     let listener = bind(&args.host, args.port).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let state = AppState::new(agents, options, logs).with_host_tokens(host_tokens);
+    let state = AppState::new(agents, options, logs).with_host_tokens(host_tokens).with_evals(evals);
     print_startup(&state, addr);
     tracing::info!(%addr, auth = state.options.auth.name(), dev = state.options.dev, "listening");
     bdk_server::serve(listener, state, bdk_server::shutdown_signal(), args.drain_grace).await.context("serving")?;

@@ -176,6 +176,12 @@ pub fn load_subagent(src: &SourceFile, diags: &mut Diagnostics) -> Option<Subage
 
 /// `model = "id"` or a `[model]` table.
 fn model(value: &toml::Value, src: &SourceFile, diags: &mut Diagnostics) -> Option<ModelDef> {
+    model_at(value, src, "model", diags)
+}
+
+/// A model id string or a `[model]`-shaped table under `key` (agent.toml's `model`, evals.toml's
+/// `judge_model`).
+pub(crate) fn model_at(value: &toml::Value, src: &SourceFile, key: &str, diags: &mut Diagnostics) -> Option<ModelDef> {
     let table = match value {
         toml::Value::String(id) if !id.trim().is_empty() => {
             return Some(ModelDef {
@@ -195,7 +201,7 @@ fn model(value: &toml::Value, src: &SourceFile, diags: &mut Diagnostics) -> Opti
                     Code::TomlSyntax => Code::WrongType,
                     code => code,
                 };
-                diags.report(code, Some(&src.rel), src.pos_of_key("model"), format!("{}: [model]: {message}", src.rel));
+                diags.report(code, Some(&src.rel), src.pos_of_key(key), format!("{}: [{key}]: {message}", src.rel));
                 return None;
             }
         },
@@ -203,8 +209,8 @@ fn model(value: &toml::Value, src: &SourceFile, diags: &mut Diagnostics) -> Opti
             diags.report(
                 Code::WrongType,
                 Some(&src.rel),
-                src.pos_of_key("model"),
-                format!("{}: `model` must be a model id string or a [model] table", src.rel),
+                src.pos_of_key(key),
+                format!("{}: `{key}` must be a model id string or a [{key}] table", src.rel),
             );
             return None;
         }

@@ -10,8 +10,10 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{Code, Diagnostics};
+use crate::formats::agent;
 use crate::model::{CalledTool, EvalCase, EvalTurn, EvalsDef, Expectations};
 use crate::parse::{self, DurationValue};
+use crate::schema;
 use crate::source::{self, MAX_DEFINITION_BYTES, Rel, SourceFile};
 
 pub const DEFAULT_MAX_CONCURRENCY: u32 = 4;
@@ -23,6 +25,8 @@ const SUFFIX: &str = ".eval.toml";
 struct ConfigFile {
     max_concurrency: Option<u32>,
     timeout: Option<DurationValue>,
+    /// The model that grades `judge` rubrics: a model id or a table shaped like agent.toml's.
+    judge_model: Option<toml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +77,11 @@ struct ExpectFile {
     #[serde(default)]
     reply_matches: Vec<String>,
     max_turn_ms: Option<u64>,
+    reply_schema: Option<toml::Value>,
+    max_tool_calls: Option<u32>,
+    max_cost_usd: Option<f64>,
+    max_duration: Option<DurationValue>,
+    judge: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,7 +150,12 @@ pub fn load(project_dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Option<Ev
                 format!("{shown}: {eval_files} eval file(s) found but evals/evals.toml is missing"),
             );
         }
-        return Some(EvalsDef { max_concurrency: DEFAULT_MAX_CONCURRENCY, timeout: DEFAULT_TIMEOUT, cases });
+        return Some(EvalsDef {
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            timeout: DEFAULT_TIMEOUT,
+            judge_model: None,
+            cases,
+        });
     };
     if config.max_concurrency == Some(0) {
         diags.report(
@@ -154,6 +168,7 @@ pub fn load(project_dir: &Path, rel: &Rel, diags: &mut Diagnostics) -> Option<Ev
     Some(EvalsDef {
         max_concurrency: config.max_concurrency.filter(|c| *c > 0).unwrap_or(DEFAULT_MAX_CONCURRENCY),
         timeout: parse::duration(config.timeout.as_ref(), &src, "timeout", DEFAULT_TIMEOUT, diags),
+        judge_model: config.judge_model.as_ref().and_then(|m| agent::model_at(m, &src, "judge_model", diags)),
         cases,
     })
 }
@@ -301,6 +316,24 @@ fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> 
             ),
         }
     }
+    if let Some(cost) = file.max_cost_usd
+        && !(cost.is_finite() && cost >= 0.0)
+    {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("max_cost_usd"),
+            format!("{}: `max_cost_usd` must be a number of dollars, zero or more", src.rel),
+        );
+    }
+    if file.judge.as_deref().is_some_and(|rubric| rubric.trim().is_empty()) {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("judge"),
+            format!("{}: `judge` must be a non-empty rubric", src.rel),
+        );
+    }
     Expectations {
         succeeded: file.succeeded,
         called_tool,
@@ -308,5 +341,10 @@ fn expectations(file: ExpectFile, src: &SourceFile, diags: &mut Diagnostics) -> 
         reply_includes: file.reply_includes,
         reply_matches: file.reply_matches,
         max_turn_ms: file.max_turn_ms,
+        reply_schema: file.reply_schema.as_ref().and_then(|s| schema::check(s, src, "reply_schema", diags)),
+        max_tool_calls: file.max_tool_calls,
+        max_cost_usd: file.max_cost_usd.filter(|c| c.is_finite() && *c >= 0.0),
+        max_duration: file.max_duration.map(|d| d.resolve(src, "max_duration", DEFAULT_TIMEOUT, diags)),
+        judge: file.judge.filter(|rubric| !rubric.trim().is_empty()),
     }
 }

@@ -186,3 +186,52 @@ fn bad_config_values_are_reported() {
     only(&project, "unknown_key").error().file("evals/evals.toml").line(2);
     assert_none(&project, "evals_config_missing");
 }
+
+#[test]
+fn the_run_time_expectations_and_judge_model_load() {
+    //! Guards: reply_schema, max_tool_calls, max_cost_usd, max_duration, judge and judge_model
+    //! are read into the typed definition and counted.
+    let (_fx, project) = Fixture::new()
+        .file("evals/evals.toml", "max_concurrency = 1\njudge_model = { id = \"grader\", provider = \"openai\" }\n")
+        .file(
+            "evals/j.eval.toml",
+            "message = \"a\"\n[expect]\nreply_schema = { type = \"object\", required = [\"x\"] }\nmax_tool_calls = 2\n\
+             max_cost_usd = 0.5\nmax_duration = \"90s\"\njudge = \"Polite.\"\n",
+        )
+        .load();
+    assert_clean(&project);
+    let evals = project.evals.as_ref().expect("evals");
+    assert_eq!(evals.judge_model.as_ref().map(|m| m.id.as_str()), Some("grader"));
+    let expect = &evals.cases[0].expect;
+    assert_eq!(expect.reply_schema, Some(serde_json::json!({"type": "object", "required": ["x"]})));
+    assert_eq!(expect.max_tool_calls, Some(2));
+    assert_eq!(expect.max_cost_usd, Some(0.5));
+    assert_eq!(expect.max_duration, Some(Duration::from_secs(90)));
+    assert_eq!(expect.judge.as_deref(), Some("Polite."));
+    assert_eq!(expect.count(), 5);
+}
+
+#[test]
+fn bad_run_time_expectations_are_reported() {
+    //! Guards: a reply_schema that is not a JSON Schema, a negative cost, a zero duration, an
+    //! empty rubric and a bad judge_model are each reported at their line.
+    let (_fx, project) = Fixture::new()
+        .file("evals/evals.toml", "max_concurrency = 1\njudge_model = 5\n")
+        .file(
+            "evals/b.eval.toml",
+            "message = \"a\"\n[expect]\nreply_schema = { type = \"nope\" }\nmax_cost_usd = -1.0\n\
+             max_duration = \"0s\"\njudge = \"  \"\n",
+        )
+        .load();
+    only(&project, "invalid_schema").error().file("evals/b.eval.toml").line(3);
+    let mut values: Vec<_> = super::all_with(&project, "invalid_value")
+        .iter()
+        .map(|d| (d.file.clone().unwrap_or_default(), d.line))
+        .collect();
+    values.sort();
+    let file = || "evals/b.eval.toml".to_owned();
+    assert_eq!(values, [(file(), Some(4)), (file(), Some(5)), (file(), Some(6))]);
+    only(&project, "wrong_type").error().file("evals/evals.toml").line(2);
+    let expect = &project.evals.as_ref().expect("evals").cases[0].expect;
+    assert_eq!((expect.reply_schema.is_none(), expect.max_cost_usd, expect.judge.is_none()), (true, None, true));
+}

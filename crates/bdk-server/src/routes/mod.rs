@@ -18,6 +18,7 @@ use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
 mod approvals;
+mod evals;
 mod health;
 mod host;
 mod info;
@@ -76,6 +77,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(approvals::routes())
         .merge(sessions::routes())
         .merge(tools::routes())
+        .merge(evals::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));

@@ -1,6 +1,7 @@
 mod approvals;
 mod auth;
 mod errors;
+mod evals;
 mod host;
 mod host_services;
 mod nodelay;

@@ -1,0 +1,4 @@
+mod concurrency;
+mod examples;
+mod expectations;
+mod support;
