@@ -14,7 +14,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::atomic::{sync_dir, temp_path, write_atomic};
+use super::atomic::{temp_path, write_atomic};
+use super::syncs::SyncCounters;
 use super::{FsStore, blocking};
 use crate::api::BoxFuture;
 use crate::error::{Error, Result};
@@ -50,7 +51,7 @@ fn row_path(root: &Path, record: &FiringRecord) -> Result<PathBuf> {
     Ok(owner_dir(root, record.kind, &record.owner)?.join(format!("{millis:020}.json")))
 }
 
-fn claim(root: &Path, record: &FiringRecord) -> Result<bool> {
+fn claim(root: &Path, record: &FiringRecord, syncs: &SyncCounters) -> Result<bool> {
     let path = row_path(root, record)?;
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -60,7 +61,7 @@ fn claim(root: &Path, record: &FiringRecord) -> Result<bool> {
         use std::io::Write as _;
         let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(&bytes)?;
-        file.sync_all()
+        syncs.data(&file)
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
@@ -69,16 +70,16 @@ fn claim(root: &Path, record: &FiringRecord) -> Result<bool> {
     let linked = fs::hard_link(&tmp, &path);
     let _ = fs::remove_file(&tmp);
     match linked {
-        Ok(()) => sync_dir(&dir).map(|()| true).map_err(|e| Error::io(&dir, e)),
+        Ok(()) => syncs.dir(&dir).map(|()| true).map_err(|e| Error::io(&dir, e)),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(Error::io(&path, e)),
     }
 }
 
-fn update(root: &Path, record: &FiringRecord) -> Result<()> {
+fn update(root: &Path, record: &FiringRecord, syncs: &SyncCounters) -> Result<()> {
     let path = row_path(root, record)?;
     let bytes = serde_json::to_vec_pretty(record).map_err(Error::Encode)?;
-    write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))?;
+    write_atomic(&path, &bytes, syncs).map_err(|e| Error::io(&path, e))?;
     if let Some(dir) = path.parent() {
         prune(dir)?;
     }
@@ -144,13 +145,13 @@ fn open_firings(root: &Path) -> Result<Vec<FiringRecord>> {
     Ok(open)
 }
 
-fn put_reminder(root: &Path, record: &ReminderRecord) -> Result<()> {
+fn put_reminder(root: &Path, record: &ReminderRecord, syncs: &SyncCounters) -> Result<()> {
     check_segment(&record.id)?;
     let dir = reminders_dir(root);
     fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let path = dir.join(format!("{}.json", record.id));
     let bytes = serde_json::to_vec_pretty(record).map_err(Error::Encode)?;
-    write_atomic(&path, &bytes).map_err(|e| Error::io(&path, e))
+    write_atomic(&path, &bytes, syncs).map_err(|e| Error::io(&path, e))
 }
 
 fn get_reminder(root: &Path, id: &str) -> Result<Option<ReminderRecord>> {
@@ -179,12 +180,14 @@ fn all_reminders(root: &Path) -> Result<Vec<ReminderRecord>> {
 impl TimedStore for FsStore {
     fn claim_firing(&self, record: FiringRecord) -> BoxFuture<'_, Result<bool>> {
         let root = self.layout().root().to_path_buf();
-        Box::pin(blocking(move || claim(&root, &record)))
+        let syncs = self.sync_counters();
+        Box::pin(blocking(move || claim(&root, &record, &syncs)))
     }
 
     fn update_firing(&self, record: FiringRecord) -> BoxFuture<'_, Result<()>> {
         let root = self.layout().root().to_path_buf();
-        Box::pin(blocking(move || update(&root, &record)))
+        let syncs = self.sync_counters();
+        Box::pin(blocking(move || update(&root, &record, &syncs)))
     }
 
     fn firings<'a>(&'a self, kind: TimedKind, owner: &'a str) -> BoxFuture<'a, Result<Vec<FiringRecord>>> {
@@ -200,7 +203,8 @@ impl TimedStore for FsStore {
 
     fn put_reminder(&self, record: ReminderRecord) -> BoxFuture<'_, Result<()>> {
         let root = self.layout().root().to_path_buf();
-        Box::pin(blocking(move || put_reminder(&root, &record)))
+        let syncs = self.sync_counters();
+        Box::pin(blocking(move || put_reminder(&root, &record, &syncs)))
     }
 
     fn reminder<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<ReminderRecord>>> {
