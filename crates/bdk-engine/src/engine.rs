@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bdk_model::{ModelProvider, Price};
 use bdk_protocol::SessionId;
-use bdk_protocol::event::SessionMode;
 use bdk_store::record::SessionStatus;
 use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
 use bdk_tools::ToolRegistry;
@@ -21,14 +20,17 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+// Kept reachable at their old path for code written against it.
+#[allow(unused_imports)]
+pub(crate) use crate::access::{check_followable, check_owner};
 use crate::actor::{Actor, Command};
 use crate::admission::TurnSlots;
-use crate::api::{
+use crate::approvals::Approvals;
+use crate::error::{EngineError, Result};
+use crate::types::{
     AgentConfig, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, SessionStarted, SessionSummary,
     StartSession,
 };
-use crate::approvals::Approvals;
-use crate::error::{EngineError, Result};
 use crate::{status, tokens};
 
 /// Commands a session's mailbox holds before senders wait (backpressure).
@@ -278,17 +280,6 @@ async fn last_event(core: &Core, id: &SessionId) -> Option<bdk_protocol::Event> 
         end = from;
     }
     None
-}
-
-pub(crate) fn check_owner(record: &SessionRecord, principal: &Principal) -> Result<()> {
-    if record.principal == principal.as_str() { Ok(()) } else { Err(EngineError::Forbidden(record.id.clone())) }
-}
-
-pub(crate) fn check_followable(record: &SessionRecord) -> Result<()> {
-    match record.mode {
-        SessionMode::Chat => Ok(()),
-        SessionMode::Task => Err(EngineError::NotFollowable(record.id.clone())),
-    }
 }
 
 fn check_message(message: &str) -> Result<()> {

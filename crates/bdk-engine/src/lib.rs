@@ -9,6 +9,7 @@
 //! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
 //! (stop, preempt) → model call and each tool call.
 
+mod access;
 mod actor;
 mod admission;
 mod api;
@@ -28,6 +29,7 @@ mod stream;
 mod tokens;
 mod trajectory;
 mod turn;
+mod types;
 mod workspace;
 
 pub use api::*;

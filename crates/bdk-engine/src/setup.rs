@@ -8,7 +8,7 @@ use bdk_model::{ModelInput, ModelLayer, Price};
 use bdk_project::Project;
 use bdk_project::model::ModelDef;
 
-use crate::api::AgentConfig;
+use crate::types::AgentConfig;
 
 /// How long an idle session's actor lives before it retires (its state is all on disk).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
