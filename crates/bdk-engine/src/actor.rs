@@ -300,6 +300,7 @@ impl Actor {
             conversation: self.conversation.take().unwrap_or_default(),
             settings,
             workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
+            persona: None,
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });

@@ -134,6 +134,11 @@ impl Engine {
         crate::direct::call_tool(&self.inner, request).await
     }
 
+    /// Each hook's delivered, dropped and restart counts (empty without hooks).
+    pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
+        self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()
+    }
+
     /// Whether a turn of this session is running or queued right now (direct tool calls bound
     /// to the session answer `session_busy` while it is).
     pub fn is_busy(&self, session: &SessionId) -> bool {

@@ -58,6 +58,10 @@ pub(crate) struct Core {
     pub approvals: Approvals,
     /// The host services' authority and state (`host.rs`).
     pub host: crate::host::HostState,
+    /// Skills, subagents and hooks (`capabilities.rs`).
+    pub capabilities: crate::capabilities::Capabilities,
+    /// The hooks' hub, when the agent has hooks (its tap wraps `stores.events`).
+    pub hooks: Option<Arc<crate::hooks::HookHub>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -78,6 +82,7 @@ impl Core {
     ) -> Arc<Self> {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
+        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
         Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
             config,
@@ -92,6 +97,8 @@ impl Core {
             direct_tokens: Default::default(),
             approvals: Approvals::default(),
             host: crate::host::HostState::new(options.host),
+            capabilities: options.capabilities,
+            hooks,
             actors: Mutex::new(HashMap::new()),
         })
     }

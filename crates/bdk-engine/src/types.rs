@@ -1,8 +1,8 @@
 //! The engine's shared data types: who calls (`Principal`), what they ask for (`StartSession`,
 //! `FollowUp`, `Admission`), what they get back, the agent settings and engine options, and the
 //! host-service grant types. Every other module of the crate may import these; this module
-//! imports nothing of the crate, so the arrows inside the engine point down to it. The public
-//! facade (`api.rs`) re-exports them.
+//! imports nothing of the crate but the equally low `capabilities.rs`, so the arrows inside the
+//! engine point down to it. The public facade (`api.rs`) re-exports them.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,6 +14,8 @@ use bdk_protocol::{CallId, SessionId, TurnId};
 use bdk_tools::HostAccess;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::capabilities::Capabilities;
 
 /// Who is calling. Sessions belong to the principal that created them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -158,6 +160,9 @@ pub struct EngineOptions {
     /// (the server's token table). `None`: commands get none; native tools still get the
     /// services in-process.
     pub host: Option<Arc<dyn HostAuthority>>,
+    /// Skills, subagents and hooks (`setup::capabilities` builds them from a project). Empty:
+    /// none of them.
+    pub capabilities: Capabilities,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

@@ -93,7 +93,11 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
+        let options = EngineOptions {
+            price: resolved.price,
+            host: Some(host_tokens.authority(&slug)),
+            ..EngineOptions::default()
+        };
         let tools = embed.registry(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(
