@@ -1,7 +1,8 @@
 //! Hooks end to end through the fake model server: a `"*"` file hook sees every event of three
 //! concurrent sessions exactly once and in order, each with the hook context, only after it is
 //! in the log; a slow command hook (one line a second) does not hold the turns up, measured by
-//! the events' own timestamps; the engine's hook status counts what was delivered.
+//! the events' own timestamps; the engine's hook status counts what was delivered. An HTTP hook
+//! POSTs its events with the configured headers; a hook command that exits is restarted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -94,4 +95,59 @@ async fn a_hook_sees_every_event_of_concurrent_sessions_once_in_order() {
 async fn futures_join(folder: &Folder) -> Vec<bdk_protocol::SessionId> {
     let (a, b, c) = tokio::join!(folder.start("one"), folder.start("two"), folder.start("three"));
     vec![a.session_id, b.session_id, c.session_id]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_http_hook_posts_batches_and_a_command_that_exits_is_restarted() {
+    let sink = bdk_test_support::FakeServer::start().await;
+    for _ in 0..64 {
+        sink.push(bdk_test_support::Reply::status(200, "{}"));
+    }
+    let http = format!(
+        "events = [\"turn.completed\"]\n\n[sink]\nkind = \"http\"\nurl = \"{}/hook\"\nheaders = {{ X-Test = \"yes\" }}\n",
+        sink.url()
+    );
+    // Reads one line, then exits: every later write finds it gone.
+    let quitter = "events = [\"*\"]\ncommand = [\"sh\", \"-c\", \"read line\"]\n";
+    let folder = Folder::new(&[("hooks/post.toml", http.as_str()), ("hooks/quitter.toml", quitter)]).await;
+    folder.model.push(text("One.", (1, 1)));
+    folder.model.push(text("Two.", (1, 1)));
+    let started = folder.start("first").await;
+    settled(&folder.engine, &started.session_id, 1).await;
+    let token = started.continuation_token.clone();
+    within(folder.engine.follow_up(&started.session_id, follow("second", &token, bdk_engine::Admission::Preempt)))
+        .await
+        .unwrap();
+    settled(&folder.engine, &started.session_id, 2).await;
+
+    let posted = within(async {
+        loop {
+            let bodies: Vec<Value> = sink.requests().into_iter().map(|r| r.body).collect();
+            let events: Vec<Value> = bodies.iter().flat_map(|b| b.as_array().cloned().unwrap_or_default()).collect();
+            if events.len() >= 2 {
+                return (sink.requests(), events);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (requests, events) = posted;
+    assert!(
+        requests.iter().all(|r| r.method == "POST" && r.path.ends_with("/hook") && r.header("x-test") == Some("yes"))
+    );
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e["type"] == "turn.completed" && e["context"]["principal"] == "alice"));
+
+    let restarts = within(async {
+        loop {
+            let status = folder.engine.hooks();
+            let quitter = status.iter().find(|s| s.name == "quitter").unwrap().clone();
+            if quitter.restarts >= 1 {
+                return quitter.restarts;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(restarts >= 1);
 }
