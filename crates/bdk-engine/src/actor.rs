@@ -29,13 +29,14 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use crate::api::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
+use crate::access::{check_followable, check_owner};
 use crate::conversation::Conversation;
 use crate::dispatch::ToolSettings;
-use crate::engine::{Core, check_followable, check_owner};
+use crate::engine::Core;
 use crate::error::{EngineError, Result};
 use crate::tokens;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
+use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
 use crate::workspace::WorkspacePrep;
 
 /// What a session's actor is asked to do.
@@ -302,6 +303,7 @@ impl Actor {
             conversation: self.conversation.take().unwrap_or_default(),
             settings,
             workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
+            persona: None,
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });

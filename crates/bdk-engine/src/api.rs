@@ -4,162 +4,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdk_model::{ModelProvider, Price};
-use bdk_protocol::event::{ApprovalDecision, SessionMode, Usage};
-use bdk_protocol::{CallId, Event, SessionId, TurnId};
+use bdk_model::ModelProvider;
+use bdk_protocol::event::ApprovalDecision;
+use bdk_protocol::{CallId, Event, SessionId};
 use bdk_store::{EventStream, SessionRecord, Stores};
 use bdk_tools::ToolRegistry;
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
 use crate::approvals::PendingApproval;
 use crate::engine::Core;
 use crate::error::Result;
-
-/// Who is calling. Sessions belong to the principal that created them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Principal(pub String);
-
-impl Principal {
-    pub fn new(name: impl Into<String>) -> Self {
-        Self(name.into())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// What a busy session does with a new message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Admission {
-    /// Interrupt the running turn, wait for it to settle, then run the new message.
-    #[default]
-    Preempt,
-    /// Leave the running turn alone; queued messages become one follow-up turn after it.
-    Coalesce,
-}
-
-/// Per-agent settings the engine needs (resolved from the project by the caller).
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub slug: String,
-    /// The system prompt.
-    pub instructions: String,
-    /// Model steps per turn before the turn fails.
-    pub max_steps: u32,
-    /// Turns running at once across the agent; more wait with `turn.queued`.
-    pub max_running_turns: u32,
-    /// An idle session's actor exits after this long (its state lives in the log).
-    pub idle_timeout: Duration,
-}
-
-/// Opens a session and starts its first turn.
-#[derive(Debug, Clone)]
-pub struct StartSession {
-    pub message: String,
-    pub principal: Principal,
-    /// `http` for the session API; a channel id otherwise.
-    pub channel: String,
-    /// A channel's continuation key: the token becomes `<channel>:<key>` and never rotates.
-    /// `None` for HTTP sessions, which get an opaque `http:<random>` token that rotates.
-    pub continuation_key: Option<String>,
-    pub mode: SessionMode,
-    pub title: Option<String>,
-    pub dry_run: bool,
-    pub as_of: Option<DateTime<Utc>>,
-    pub purpose: Option<String>,
-    /// Files (path relative to the workspace, content) written into the session workspace
-    /// before the first turn, after the project's skills, agent tools and seeds.
-    pub workspace_files: Vec<(String, String)>,
-}
-
-/// What `start_session` returns once the first message is durable and its turn admitted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionStarted {
-    pub session_id: SessionId,
-    pub continuation_token: String,
-    pub turn_id: TurnId,
-}
-
-/// A follow-up message to an existing chat session.
-#[derive(Debug, Clone)]
-pub struct FollowUp {
-    pub message: String,
-    pub principal: Principal,
-    /// Must equal the session's current token (HTTP tokens rotate on each accepted follow-up).
-    pub continuation_token: String,
-    pub admission: Admission,
-    /// Files written into the session workspace before the turn that runs this message.
-    pub workspace_files: Vec<(String, String)>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FollowUpAccepted {
-    /// The token to present next time (rotated for HTTP sessions, unchanged for channel ones).
-    pub continuation_token: String,
-    /// The turn that will run the message (`None` when coalesced into a running turn's follow-up).
-    pub turn_id: Option<TurnId>,
-}
-
-/// Which sessions a listing shows.
-#[derive(Debug, Clone)]
-pub enum ListScope {
-    /// Only sessions this principal owns.
-    Owner(Principal),
-    /// Every principal's (`--dev` on loopback, `--allow-anonymous`).
-    All,
-}
-
-/// One row of `GET /v1/sessions`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub session_id: SessionId,
-    pub mode: SessionMode,
-    pub channel: String,
-    pub principal: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// `running`, `waiting`, `completed` or `failed`.
-    pub status: String,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-/// `GET /v1/session/:id/cost`: usage and estimated cost per turn, folded from `turn.completed`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CostReport {
-    pub session_id: SessionId,
-    pub turns: Vec<TurnCost>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnCost {
-    pub turn_id: TurnId,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub usage: Usage,
-    pub cost_usd: f64,
-}
-
-/// Settings beyond [`AgentConfig`] with sensible defaults; pass them to [`Engine::with_options`].
-#[derive(Debug, Clone, Default)]
-pub struct EngineOptions {
-    /// Token prices for cost estimates. `None`: the built-in table's price for the provider's
-    /// model, when it has one (else costs are recorded as 0).
-    pub price: Option<Price>,
-    /// Mints the `BDK_HOST_URL` / `BDK_HOST_TOKEN` a command uses to reach the host services
-    /// (the server's token table). `None`: commands get none; native tools still get the
-    /// services in-process.
-    pub host: Option<Arc<dyn crate::host::HostAuthority>>,
-}
+pub use crate::types::{
+    Admission, AgentConfig, CostReport, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal,
+    SessionStarted, SessionSummary, StartSession, TurnCost,
+};
 
 /// One agent's session engine. Clone it freely.
 #[derive(Debug, Clone)]
@@ -280,6 +137,11 @@ impl Engine {
     /// is an outcome with `is_error`.
     pub async fn call_tool(&self, request: crate::direct::DirectCall) -> Result<crate::direct::DirectOutcome> {
         crate::direct::call_tool(&self.inner, request).await
+    }
+
+    /// Each hook's delivered, dropped and restart counts (empty without hooks).
+    pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
+        self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()
     }
 
     /// Whether a turn of this session is running or queued right now (direct tool calls bound

@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::api::Principal;
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
+use crate::types::Principal;
 
 /// What the model reads when a person denies a call.
 pub const DENIED: &str = "denied by a human reviewer: the call was not run";

@@ -6,7 +6,7 @@ use bdk_model::{Price, Usage as ModelUsage};
 use bdk_protocol::event::Usage;
 use bdk_protocol::{Event, EventData, SessionId};
 
-use crate::api::{CostReport, TurnCost};
+use crate::types::{CostReport, TurnCost};
 
 /// A provider's usage as events record it.
 pub(crate) fn protocol_usage(usage: &ModelUsage) -> Usage {

@@ -39,11 +39,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{OnceCell, oneshot};
 
-use crate::api::Principal;
-use crate::engine::{Core, check_owner};
+use crate::access::check_owner;
+use crate::engine::Core;
 use crate::error::{EngineError, Result};
 use crate::host::{HostLease, HostScope};
 use crate::tokens;
+use crate::types::Principal;
 
 /// One direct call, as a server route or the CLI hands it to [`Engine::call_tool`](crate::Engine::call_tool).
 #[derive(Debug, Clone)]

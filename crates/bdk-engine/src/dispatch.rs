@@ -27,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
+use crate::skills;
+use crate::subagents::{self, Parent, Spent};
 
 /// A tool call as the engine records and runs it.
 #[derive(Debug, Clone)]
@@ -63,6 +65,8 @@ impl PreparedCall {
 pub(crate) struct Finished {
     pub call_id: CallId,
     pub outcome: ToolOutcome,
+    /// What a `task` call's child spent (added to the turn's usage and cost).
+    pub spent: Option<Spent>,
 }
 
 /// Where the calls run.
@@ -77,6 +81,8 @@ pub(crate) struct DispatchContext<'a> {
     pub approvals: &'a Approvals,
     /// For each call's host services (`host.rs`).
     pub core: &'a Arc<crate::engine::Core>,
+    /// A subagent's child turn: `task` is refused.
+    pub nested: bool,
 }
 
 /// The session's settings every tool call carries.
@@ -96,6 +102,8 @@ enum Landed {
     Ran { index: usize, outcome: ToolOutcome, duration_ms: u64 },
     /// A parked call was decided (`None`: withdrawn without a decision).
     Decided { index: usize, resolution: Option<Resolution> },
+    /// A `task` call's child finished.
+    Delegated { index: usize, outcome: ToolOutcome, duration_ms: u64, spent: Spent },
 }
 
 /// Runs `calls`, recording each result as it lands. Returns the results in call order and
@@ -106,6 +114,7 @@ pub(crate) async fn run_calls(
     calls: &[PreparedCall],
 ) -> bdk_store::Result<(Vec<Finished>, bool)> {
     let mut results: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
+    let mut spent: Vec<Option<Spent>> = vec![None; calls.len()];
     let mut set = JoinSet::new();
     let mut parked = ParkedCalls::new(context.approvals, context.session);
     for (index, call) in calls.iter().enumerate() {
@@ -114,6 +123,43 @@ pub(crate) async fn run_calls(
             emit.push(result_event(call, &outcome, 0));
             results[index] = Some(outcome);
             continue;
+        }
+        match builtin(&context, call) {
+            Builtin::No => {}
+            Builtin::Answer(outcome) => {
+                emit.push(result_event(call, &outcome, 0));
+                results[index] = Some(outcome);
+                continue;
+            }
+            Builtin::Delegate(delegation) => {
+                // The child session exists before `subagent.called` names it.
+                let parent = Parent {
+                    session: context.session.clone(),
+                    workspace: context.workspace.clone(),
+                    settings: context.settings,
+                };
+                match delegation.open(context.core, &parent).await {
+                    Ok(record) => {
+                        emit.push(delegation.called_event());
+                        let run = delegation.run(context.core.clone(), parent, record, context.cancel.child_token());
+                        set.spawn(async move {
+                            let started = Instant::now();
+                            let (outcome, spent) = run.await;
+                            Landed::Delegated {
+                                index,
+                                outcome,
+                                duration_ms: started.elapsed().as_millis() as u64,
+                                spent,
+                            }
+                        });
+                    }
+                    Err(refused) => {
+                        emit.push(result_event(call, &refused, 0));
+                        results[index] = Some(refused);
+                    }
+                }
+                continue;
+            }
         }
         if needs_approval(&context, call) {
             let decided = parked.park(context.turn, &call.call_id, &call.name, &call.input);
@@ -154,6 +200,13 @@ pub(crate) async fn run_calls(
                         results[index] = Some(outcome);
                     }
                 }
+                Some(Ok(Landed::Delegated { index, outcome, duration_ms, spent: used })) => {
+                    let call = &calls[index];
+                    emit.push(subagents::completed_event(&call.call_id, &subagents::named(&call.input), &outcome, duration_ms, Some(used)));
+                    emit.send(result_event(call, &outcome, duration_ms)).await?;
+                    results[index] = Some(outcome);
+                    spent[index] = Some(used);
+                }
                 Some(Ok(Landed::Decided { index, resolution: None })) => {
                     let outcome = ToolOutcome::error("the approval request was withdrawn; the call was not run");
                     emit.send(result_event(&calls[index], &outcome, 0)).await?;
@@ -171,21 +224,62 @@ pub(crate) async fn run_calls(
     drop(parked);
 
     let mut finished = Vec::with_capacity(calls.len());
-    for (call, result) in calls.iter().zip(results) {
+    for ((call, result), spent) in calls.iter().zip(results).zip(spent) {
         let outcome = match result {
             Some(outcome) => outcome,
             None => {
                 let message =
                     if cancelled { "the tool call was cancelled" } else { "the tool call failed unexpectedly" };
                 let outcome = ToolOutcome::error(message);
+                if call.name == subagents::TOOL && is_builtin(&context, subagents::TOOL) {
+                    // The child sees the same cancellation and closes its own session.
+                    emit.push(subagents::completed_event(
+                        &call.call_id,
+                        &subagents::named(&call.input),
+                        &outcome,
+                        0,
+                        None,
+                    ));
+                }
                 emit.push(result_event(call, &outcome, 0));
                 outcome
             }
         };
-        finished.push(Finished { call_id: call.call_id.clone(), outcome });
+        finished.push(Finished { call_id: call.call_id.clone(), outcome, spent });
     }
     emit.flush().await?;
     Ok((finished, cancelled))
+}
+
+/// Whether `name` is one of the engine's built-ins this turn offers or refuses (the skill tool,
+/// `task`) rather than a registry tool.
+fn is_builtin(context: &DispatchContext<'_>, name: &str) -> bool {
+    let caps = &context.core.capabilities;
+    (name == skills::TOOL && !caps.skills.is_empty()) || (name == subagents::TOOL && !caps.subagents.is_empty())
+}
+
+/// What an engine built-in makes of a call.
+enum Builtin {
+    /// Not a built-in this turn offers: a registry tool.
+    No,
+    /// Answered at once: a skill load, or a refused `task` call.
+    Answer(ToolOutcome),
+    /// An admitted `task` call, to open and run.
+    Delegate(subagents::Delegation),
+}
+
+fn builtin(context: &DispatchContext<'_>, call: &PreparedCall) -> Builtin {
+    if !is_builtin(context, &call.name) {
+        return Builtin::No;
+    }
+    let caps = &context.core.capabilities;
+    if call.name == skills::TOOL {
+        return Builtin::Answer(skills::call(&caps.skills, &call.input));
+    }
+    match subagents::admit(&caps.subagents, context.nested, &call.call_id, &call.input) {
+        Ok(delegation) => Builtin::Delegate(delegation),
+        Err(refused) => Builtin::Answer(refused),
+    }
 }
 
 /// Whether `call` must wait for a person: its input is valid (an invalid one is answered with

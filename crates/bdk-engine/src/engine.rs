@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bdk_model::{ModelProvider, Price};
 use bdk_protocol::SessionId;
-use bdk_protocol::event::SessionMode;
 use bdk_store::record::SessionStatus;
 use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
 use bdk_tools::ToolRegistry;
@@ -21,14 +20,17 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+// Kept reachable at their old path for code written against it.
+#[allow(unused_imports)]
+pub(crate) use crate::access::{check_followable, check_owner};
 use crate::actor::{Actor, Command};
 use crate::admission::TurnSlots;
-use crate::api::{
+use crate::approvals::Approvals;
+use crate::error::{EngineError, Result};
+use crate::types::{
     AgentConfig, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, SessionStarted, SessionSummary,
     StartSession,
 };
-use crate::approvals::Approvals;
-use crate::error::{EngineError, Result};
 use crate::{status, tokens};
 
 /// Commands a session's mailbox holds before senders wait (backpressure).
@@ -56,6 +58,10 @@ pub(crate) struct Core {
     pub approvals: Approvals,
     /// The host services' authority and state (`host.rs`).
     pub host: crate::host::HostState,
+    /// Skills, subagents and hooks (`capabilities.rs`).
+    pub capabilities: crate::capabilities::Capabilities,
+    /// The hooks' hub, when the agent has hooks (its tap wraps `stores.events`).
+    pub hooks: Option<Arc<crate::hooks::HookHub>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -76,6 +82,7 @@ impl Core {
     ) -> Arc<Self> {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
+        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
         Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
             config,
@@ -90,6 +97,8 @@ impl Core {
             direct_tokens: Default::default(),
             approvals: Approvals::default(),
             host: crate::host::HostState::new(options.host),
+            capabilities: options.capabilities,
+            hooks,
             actors: Mutex::new(HashMap::new()),
         })
     }
@@ -278,17 +287,6 @@ async fn last_event(core: &Core, id: &SessionId) -> Option<bdk_protocol::Event> 
         end = from;
     }
     None
-}
-
-pub(crate) fn check_owner(record: &SessionRecord, principal: &Principal) -> Result<()> {
-    if record.principal == principal.as_str() { Ok(()) } else { Err(EngineError::Forbidden(record.id.clone())) }
-}
-
-pub(crate) fn check_followable(record: &SessionRecord) -> Result<()> {
-    match record.mode {
-        SessionMode::Chat => Ok(()),
-        SessionMode::Task => Err(EngineError::NotFollowable(record.id.clone())),
-    }
 }
 
 fn check_message(message: &str) -> Result<()> {

@@ -13,53 +13,24 @@
 //! Scoping: `session` data is keyed by the scope's session id, which only the engine sets, so
 //! no request can name another session's data. `agent` data is the agent-wide store.
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use bdk_protocol::event::SessionMode;
-use bdk_protocol::{CallId, SessionId};
 use bdk_store::DataScope;
 use bdk_tools::host::{CallOutcome, FileEntry, HostErrorKind, HostIdentity, HostResult, SendOutcome, SendRequest};
 use bdk_tools::{BoxFuture, HostAccess, HostError, HostServices, Scope, ToolInvocation};
 use serde_json::Value;
 
-use crate::api::{Admission, FollowUp, Principal, StartSession};
 use crate::direct::DirectCall;
 use crate::engine::Core;
 use crate::error::EngineError;
+use crate::types::{Admission, FollowUp, Principal, StartSession};
 
 /// Who an unbound `callTool` acts for when its grant names no principal.
 const HOST_PRINCIPAL: &str = "host";
 
-/// Who a grant of host services acts for: one tool call, in a session or (for a direct call)
-/// in none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostScope {
-    pub session_id: Option<SessionId>,
-    pub call_id: CallId,
-    /// Who `send` acts as. `None`: the session's owner (read when needed).
-    pub principal: Option<Principal>,
-}
-
-impl HostScope {
-    /// A call of a session's turn, acting as the session's owner.
-    pub fn session(session_id: SessionId, call_id: CallId) -> Self {
-        Self { session_id: Some(session_id), call_id, principal: None }
-    }
-}
-
-/// Mints the credentials a command uses to reach the host services over HTTP. The server
-/// implements it (an in-memory token table); the engine calls `grant` when a call starts and
-/// `revoke` when it returns, and never knows the URL or how tokens are checked.
-pub trait HostAuthority: Send + Sync + fmt::Debug {
-    /// Credentials for `scope`, or `None` when no listener can serve them (then commands get no
-    /// `BDK_HOST_URL`; native tools still get the services in-process).
-    fn grant(&self, scope: &HostScope) -> Option<HostAccess>;
-
-    /// Invalidates credentials `grant` returned. Idempotent.
-    fn revoke(&self, access: &HostAccess);
-}
+pub use crate::types::{HostAuthority, HostScope};
 
 /// The engine's host-service state: the authority and the lock that makes `send` with a
 /// continuation key find-or-create atomically.

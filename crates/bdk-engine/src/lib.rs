@@ -9,11 +9,13 @@
 //! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
 //! (stop, preempt) → model call and each tool call.
 
+mod access;
 mod actor;
 mod admission;
 mod api;
 mod approvals;
 pub mod clock;
+mod capabilities;
 mod conversation;
 mod cost;
 mod direct;
@@ -21,28 +23,35 @@ mod dispatch;
 mod emit;
 mod engine;
 mod error;
+mod hooks;
 mod host;
 mod recovery;
 pub mod reminders;
 pub mod schedules;
 mod setup;
+mod skills;
 mod status;
 mod stream;
 mod timed_command;
 mod timed_error;
+mod subagents;
 mod tokens;
 mod trajectory;
 mod turn;
+mod types;
 mod workspace;
 
 pub use api::*;
 pub use approvals::{DENIED, EXPIRED, PendingApproval};
+pub use capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
 pub use cost::cost_report;
 pub use direct::{DirectCall, DirectOutcome};
 pub use error::{EngineError, Result};
+pub use hooks::HookStatus;
 pub use host::{HostAuthority, HostScope};
 pub use recovery::RESTARTED;
-pub use setup::{DEFAULT_IDLE_TIMEOUT, model_input};
+pub use setup::{DEFAULT_IDLE_TIMEOUT, capabilities, model_input};
+pub use subagents::NESTED as NESTED_TASK;
 pub use timed_error::TimedError;
 pub use trajectory::{Trajectory, TrajectoryCall};
 pub use turn::{INTERRUPTED, SHUTTING_DOWN};

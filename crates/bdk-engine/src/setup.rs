@@ -1,14 +1,17 @@
 //! From a discovered project to what the engine runs with: [`AgentConfig`] from the project's
-//! instructions and harness settings, and the agent layer of model resolution from its
-//! `[model]` table. The server and the CLI both build engines this way.
+//! instructions and harness settings, the agent layer of model resolution from its `[model]`
+//! table, and the [`Capabilities`] (skills, subagents with their models, hooks). The server and
+//! the CLI both build engines this way.
 
+use std::path::Path;
 use std::time::Duration;
 
-use bdk_model::{ModelInput, ModelLayer, Price};
+use bdk_model::{ModelInput, ModelLayer, Price, ProviderOptions};
 use bdk_project::Project;
-use bdk_project::model::ModelDef;
+use bdk_project::model::{HookSink, ModelDef};
 
-use crate::api::AgentConfig;
+use crate::capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
+use crate::types::AgentConfig;
 
 /// How long an idle session's actor lives before it retires (its state is all on disk).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,4 +45,75 @@ fn model_layer(model: &ModelDef) -> ModelLayer {
         params: model.params.clone(),
         pricing: model.pricing.map(|p| Price { input: p.input, output: p.output, cached_input: p.cached_input }),
     }
+}
+
+/// The project's skills, subagents and hooks for [`EngineOptions::capabilities`](crate::EngineOptions).
+/// `state_dir` is the agent's state directory (hook context `stateRoot`; relative file sinks
+/// land under it). Subagents are left out when the `tools` allowlist leaves out `task`. A
+/// subagent's `[model]` is resolved over the agent's (its own keys win, missing ones are
+/// inherited); `${NAME}` in an HTTP hook's URL and headers is read from the environment now.
+pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
+    let skills = project
+        .caps
+        .skills
+        .iter()
+        .map(|s| SkillSpec {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            body: s.body.clone(),
+            files: s.files.clone(),
+        })
+        .collect();
+    let task = bdk_project::checks::active_builtins(project).contains(&"task");
+    let subagents = if task {
+        project
+            .caps
+            .subagents
+            .iter()
+            .map(|s| SubagentSpec {
+                id: s.id.clone(),
+                description: s.description.clone(),
+                instructions: s.instructions.text.clone(),
+                max_steps: s.max_steps,
+                model: s.model.as_ref().map(|m| subagent_model(project, m)),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let hooks = project
+        .caps
+        .hooks
+        .iter()
+        .map(|h| HookSpec {
+            name: h.name.clone(),
+            events: h.events.clone(),
+            sink: match &h.sink {
+                HookSink::Command(argv) => HookSinkSpec::Command(argv.clone()),
+                HookSink::File(path) => HookSinkSpec::File(state_dir.join(path)),
+                HookSink::Http { url, headers } => HookSinkSpec::Http {
+                    url: expand(url, &env),
+                    headers: headers.iter().map(|(k, v)| (k.clone(), expand(v, &env))).collect(),
+                },
+            },
+            cwd: h.cwd.clone(),
+        })
+        .collect();
+    Capabilities { skills, subagents, hooks, state_root: Some(state_dir.to_path_buf()) }
+}
+
+fn subagent_model(project: &Project, model: &ModelDef) -> SubagentModel {
+    let input = ModelInput { cli: model_layer(model), ..model_input(project) };
+    let resolved = bdk_model::resolve(&input, &|name| std::env::var(name).ok());
+    SubagentModel { provider: bdk_model::build(&resolved, &ProviderOptions::default()), price: resolved.price }
+}
+
+/// `${NAME}` replaced by the variable's value (unset: empty).
+fn expand(text: &str, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = text.to_owned();
+    for name in bdk_project::parse::placeholders(text) {
+        out = out.replace(&format!("${{{name}}}"), &env(&name).unwrap_or_default());
+    }
+    out
 }

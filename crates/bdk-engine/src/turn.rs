@@ -7,10 +7,11 @@
 //! The turn writes only events of its own turn. What happens to the session afterwards
 //! (`session.waiting`, a coalesced follow-up, ...) is the actor's decision.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{FinishReason, Message, ModelRequest, ToolCall, ToolSpec, Usage as ModelUsage};
+use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
     ActionsRequested, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued, TurnStarted,
 };
@@ -24,7 +25,9 @@ use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_
 use crate::emit::Emitter;
 use crate::engine::Core;
 use crate::stream::{self, StepEnd};
+use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
+use crate::{skills, subagents};
 
 /// The reason recorded when a turn is stopped or preempted.
 pub const INTERRUPTED: &str = "turn interrupted";
@@ -44,6 +47,24 @@ pub(crate) struct TurnContext {
     pub settings: ToolSettings,
     /// What to prepare in the session workspace before the first step.
     pub workspace: WorkspacePrep,
+    /// Who runs the turn when it is a subagent's child turn; `None`: the agent itself.
+    pub persona: Option<Arc<Persona>>,
+}
+
+/// A subagent running a child turn (`subagents.rs`): its prompt, model and step budget, and the
+/// parent's workspace. A child turn takes no `max_running_turns` slot (its parent holds one),
+/// prepares no workspace and never gets `task`.
+#[derive(Debug)]
+pub(crate) struct Persona {
+    pub instructions: String,
+    pub provider: Arc<dyn ModelProvider>,
+    /// The model id recorded on the child's turn.
+    pub model: String,
+    pub price: Option<Price>,
+    pub max_steps: u32,
+    /// The parent's workspace (`None`: looked up from the parent session when a tool runs).
+    pub workspace: Option<PathBuf>,
+    pub parent: SessionId,
 }
 
 /// How a turn ended, for the actor.
@@ -83,13 +104,18 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let mut conversation = std::mem::take(&mut context.conversation);
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
     let mut usage = ModelUsage::default();
+    let mut children = Spent::default();
+    let (model, price) = match &context.persona {
+        Some(persona) => (persona.model.clone(), persona.price),
+        None => (core.model.clone(), core.price),
+    };
     let started = Instant::now();
-    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage).await {
+    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage, &mut children).await {
         Ok(result) => {
             emit.push(EventData::TurnCompleted(TurnCompleted {
-                usage: cost::protocol_usage(&usage),
-                estimated_cost_usd: Some(cost::estimate(core.price.as_ref(), &usage)),
-                model: Some(core.model.clone()),
+                usage: with_children(&usage, &children),
+                estimated_cost_usd: Some(cost::round_usd(cost::estimate(price.as_ref(), &usage) + children.cost_usd)),
+                model: Some(model),
                 result: result.clone(),
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             }));
@@ -108,12 +134,14 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
             (TurnFailStatus::Failed, format!("storage failed: {error}"))
         }
     };
-    let spent = (usage != ModelUsage::default()).then_some(usage);
+    let spent = (usage != ModelUsage::default() || children != Spent::default()).then_some(usage);
     emit.push(EventData::TurnFailed(TurnFailed {
         status,
         message: message.clone(),
-        usage: spent.as_ref().map(cost::protocol_usage),
-        estimated_cost_usd: spent.as_ref().map(|u| cost::estimate(core.price.as_ref(), u)),
+        usage: spent.as_ref().map(|u| with_children(u, &children)),
+        estimated_cost_usd: spent
+            .as_ref()
+            .map(|u| cost::round_usd(cost::estimate(price.as_ref(), u) + children.cost_usd)),
     }));
     let end = match status {
         TurnFailStatus::Cancelled => TurnEnd::Cancelled { message },
@@ -122,27 +150,39 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     TurnOutcome { end, closing: emit.take(), conversation }
 }
 
+/// [`run`] boxed, for a subagent's child turn: the child runs inside a tool call of its
+/// parent's turn, so naming the boxed type breaks the cycle in the future types.
+pub(crate) fn run_boxed(context: TurnContext) -> bdk_store::BoxFuture<'static, TurnOutcome> {
+    Box::pin(run(context))
+}
+
 /// The loop itself. Returns the final text when the turn completes.
 async fn drive(
     context: &TurnContext,
     conversation: &mut Conversation,
     emit: &mut Emitter,
     usage: &mut ModelUsage,
+    children: &mut Spent,
 ) -> Result<Option<String>, Stop> {
     let core = &context.core;
     let cancel = &context.cancel;
+    let persona = context.persona.as_deref();
 
-    // A slot under `max_running_turns`, held until the turn ends.
-    let _permit = match core.slots.admit() {
-        Ok(permit) => permit,
-        Err(queued) => {
-            emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Err(Stop::Cancelled),
-                permit = queued.wait() => permit.ok_or_else(|| Stop::Failed("the turn queue closed".into()))?,
+    // A slot under `max_running_turns`, held until the turn ends (a child turn runs on its
+    // parent's).
+    let _permit = match persona {
+        Some(_) => None,
+        None => match core.slots.admit() {
+            Ok(permit) => Some(permit),
+            Err(queued) => {
+                emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return Err(Stop::Cancelled),
+                    permit = queued.wait() => Some(permit.ok_or_else(|| Stop::Failed("the turn queue closed".into()))?),
+                }
             }
-        }
+        },
     };
     if cancel.is_cancelled() {
         return Err(Stop::Cancelled);
@@ -152,28 +192,33 @@ async fn drive(
     conversation.fold(&new_events);
     drop(new_events);
     let mut messages = conversation.messages();
-    let tools: Vec<ToolSpec> = core
-        .tools
-        .specs()
-        .into_iter()
-        .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
-        .collect();
-    emit.push(EventData::TurnStarted(TurnStarted { model: Some(core.model.clone()) }));
+    let tools: Vec<ToolSpec> = tool_specs(core, persona.is_some());
+    let (instructions, provider, model) = match persona {
+        Some(p) => (&p.instructions, &p.provider, &p.model),
+        None => (&core.config.instructions, &core.provider, &core.model),
+    };
+    let system = skills::system_prompt(instructions, &core.capabilities.skills);
+    emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
 
-    let mut workspace = workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?;
-    let max_steps = core.config.max_steps.max(1);
+    let mut workspace = match persona {
+        Some(p) => p.workspace.clone(),
+        None => workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?,
+    };
+    // Where the tools of this turn run: a child's are its parent's.
+    let workspace_of = persona.map_or(&context.session, |p| &p.parent);
+    let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
     for step in 0..max_steps {
         // Staged, not awaited: it goes out with the model's first output, or after a short
         // wait if the model is slow (`stream::assemble`), so a fast answer is one commit.
         emit.push(EventData::StepStarted(StepStarted { step }));
         let request = ModelRequest {
-            system: Some(core.config.instructions.clone()).filter(|s| !s.is_empty()),
+            system: Some(system.clone()).filter(|s| !s.is_empty()),
             messages: messages.clone(),
             tools: tools.clone(),
             params: Default::default(),
         };
         let step_started = Instant::now();
-        let model_stream = core.provider.stream(request, cancel.child_token());
+        let model_stream = provider.stream(request, cancel.child_token());
         let (output, end) = stream::assemble(emit, model_stream, cancel).await?;
         usage.add(&output.usage);
         match end {
@@ -197,7 +242,7 @@ async fn drive(
             direct: None,
         }));
         if workspace.is_none() {
-            workspace = match core.stores.workspaces.session_workspace(&context.session).await {
+            workspace = match core.stores.workspaces.session_workspace(workspace_of).await {
                 Ok(dir) => Some(dir),
                 Err(error) => {
                     tracing::warn!(session = %context.session, %error, "no session workspace for tool calls");
@@ -214,8 +259,13 @@ async fn drive(
             settings: context.settings.clone(),
             approvals: &core.approvals,
             core,
+            nested: persona.is_some(),
         };
         let (finished, cancelled) = dispatch::run_calls(dispatch, emit, &calls).await?;
+        for spent in finished.iter().filter_map(|done| done.spent) {
+            children.usage.add(&spent.usage);
+            children.cost_usd += spent.cost_usd;
+        }
         messages.push(Message::Assistant {
             content: output.text,
             reasoning: output.reasoning,
@@ -240,6 +290,29 @@ async fn drive(
         }
     }
     Err(Stop::Failed(format!("the turn used all {max_steps} model steps (max_steps) without a final answer")))
+}
+
+/// What the model sees: the registry's tools, then the engine's built-ins (the skill tool when
+/// the agent has skills, `task` when it has subagents and this is not a child turn).
+fn tool_specs(core: &Core, nested: bool) -> Vec<ToolSpec> {
+    let mut specs: Vec<bdk_tools::ToolSpec> = core.tools.specs();
+    if !core.capabilities.skills.is_empty() {
+        specs.push(skills::spec(&core.capabilities.skills));
+    }
+    if !core.capabilities.subagents.is_empty() && !nested {
+        specs.push(subagents::spec(&core.capabilities.subagents));
+    }
+    specs
+        .into_iter()
+        .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
+        .collect()
+}
+
+/// A turn's own usage plus its children's.
+fn with_children(usage: &ModelUsage, children: &Spent) -> bdk_protocol::event::Usage {
+    let mut total = cost::protocol_usage(usage);
+    total.add(&children.usage);
+    total
 }
 
 fn finish_name(reason: &FinishReason) -> String {

@@ -19,6 +19,7 @@ pub fn run(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagn
     placeholders(project, diags);
     schedule_channels(project, diags);
     eval_tool_references(project, diags);
+    crate::gaps::not_run_yet(project, diags);
 }
 
 /// Adds tools registered in Rust (an embedder's native tools, `source: "native"`) to `project`,
@@ -145,6 +146,9 @@ pub fn active_builtins(project: &Project) -> Vec<&'static str> {
     }
     if project.artifacts.as_ref().is_some_and(|a| a.agent_tool) {
         names.push("tag_artifact");
+    }
+    if !project.caps.skills.is_empty() {
+        names.push("load_skill");
     }
     if project.harness.builtin_reminders {
         names.extend(["reminders_create", "reminders_list", "reminders_cancel"]);

@@ -70,6 +70,7 @@ pub enum Code {
     UnreachableSubagents,
     MissingCommandFile,
     ScheduleReceiveUnsupported,
+    NotRunYet,
 }
 
 impl Code {
@@ -131,6 +132,7 @@ impl Code {
         Code::UnreachableSubagents,
         Code::MissingCommandFile,
         Code::ScheduleReceiveUnsupported,
+        Code::NotRunYet,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -191,6 +193,7 @@ impl Code {
             Code::UnreachableSubagents => "unreachable_subagents",
             Code::MissingCommandFile => "missing_command_file",
             Code::ScheduleReceiveUnsupported => "schedule_receive_unsupported",
+            Code::NotRunYet => "not_run_yet",
         }
     }
 
@@ -210,7 +213,8 @@ impl Code {
             | Code::UnknownFrontmatterKey
             | Code::UnreachableSubagents
             | Code::MissingCommandFile
-            | Code::ScheduleReceiveUnsupported => Severity::Warning,
+            | Code::ScheduleReceiveUnsupported
+            | Code::NotRunYet => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -293,6 +297,9 @@ impl Code {
             }
             Code::ScheduleReceiveUnsupported => {
                 "channels do not run yet, so a `receive` schedule never fires; use `prompt` or `run` (host `send`)"
+            }
+            Code::NotRunYet => {
+                "this build validates the file but does not act on it yet; see the status section of the README"
             }
         }
     }

@@ -117,6 +117,7 @@ pub async fn mount(
         dir: state_dir.to_path_buf(),
         source,
     })?;
+    let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
     let engine = Engine::with_options(AgentConfig::from_project(&project), store.stores(), provider, tools, options);
     let recovered =
         engine.recover().await.map_err(|source| MountError::Recover { slug: project.slug.clone(), source })?;

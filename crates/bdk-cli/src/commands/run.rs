@@ -53,7 +53,11 @@ async fn run_turn(
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
     let stores = store.stores();
-    let options = EngineOptions { price: resolved.price, ..EngineOptions::default() };
+    let options = EngineOptions {
+        price: resolved.price,
+        capabilities: bdk_engine::capabilities(&project, &dir),
+        ..EngineOptions::default()
+    };
     let config = AgentConfig::from_project(&project);
     let tools = embed.registry(&project, &dir)?;
     let engine = Engine::with_options(config, stores.clone(), provider, tools, options);

@@ -97,7 +97,11 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
+        let options = EngineOptions {
+            price: resolved.price,
+            host: Some(host_tokens.authority(&slug)),
+            ..EngineOptions::default()
+        };
         let tools = embed.registry(&project, &dir)?;
         evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;

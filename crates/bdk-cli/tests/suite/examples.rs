@@ -1,5 +1,6 @@
-//! The example projects are part of the suite: each validates with no diagnostics at all, and
-//! its `info` (text and JSON) is snapshotted so any change to what it exposes is reviewed.
+//! The example projects are part of the suite: each validates with no diagnostics but the
+//! `not_run_yet` warnings for parts this build does not run yet (ops-bot's hook and artifacts),
+//! and its `info` (text and JSON) is snapshotted so any change to what it exposes is reviewed.
 
 use super::support::{example, run};
 use crate::snapshot;
@@ -13,7 +14,8 @@ fn every_example_validates_without_diagnostics() {
         let report: serde_json::Value = serde_json::from_str(&stdout).expect("validate --json prints JSON");
         assert_eq!(code, 0, "{name}: {stdout}{stderr}");
         assert_eq!(report["errors"], 0, "{name}: {stdout}");
-        assert_eq!(report["warnings"], 0, "{name}: {stdout}");
+        let not_run_yet = stdout.matches("\"not_run_yet\"").count();
+        assert_eq!(report["warnings"], not_run_yet, "{name}: only not_run_yet warnings: {stdout}");
     }
 }
 

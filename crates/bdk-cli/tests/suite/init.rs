@@ -19,7 +19,13 @@ fn every_template_validates() {
         assert!(dir.join("evals/evals.toml").is_file(), "{name} ships evals");
         let (code, stdout, _) = run(&["validate", "--dir", &dir_s, "--json"]);
         let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-        assert_eq!((code, &report["errors"], &report["warnings"]), (0, &0.into(), &0.into()), "{name}: {stdout}");
+        // Only the parts this build does not run yet (`not_run_yet`) may warn.
+        let not_run_yet = stdout.matches("\"not_run_yet\"").count();
+        assert_eq!(
+            (code, &report["errors"], &report["warnings"]),
+            (0, &0.into(), &not_run_yet.into()),
+            "{name}: {stdout}"
+        );
     }
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{CallId, TurnId};
+use crate::ids::{CallId, SessionId, TurnId};
 
 /// How a session behaves after a turn: `chat` waits for follow-ups, `task` runs once and ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -287,6 +287,9 @@ pub struct SubagentCalled {
     /// The child turn running the subagent, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_turn_id: Option<TurnId>,
+    /// The child session whose log holds the subagent's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_session_id: Option<SessionId>,
 }
 
 /// `subagent.completed`: the delegated work finished, failed or was cancelled.

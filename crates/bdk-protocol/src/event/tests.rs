@@ -94,6 +94,7 @@ fn samples() -> Vec<EventData> {
             subagent: "researcher".into(),
             prompt: "Find records".into(),
             child_turn_id: Some(TurnId::parse("turn_child").unwrap()),
+            child_session_id: None,
         }),
         EventData::SubagentCompleted(SubagentCompleted {
             call_id: call("tool_task_03"),

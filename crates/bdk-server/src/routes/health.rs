@@ -13,8 +13,12 @@ pub struct Health {
     pub slug: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agents: Option<usize>,
+    /// Each hook's delivered / dropped / restart counts (absent without hooks).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<bdk_engine::HookStatus>,
 }
 
 pub async fn agent_health(State(state): State<AgentState>) -> OkJson<Health> {
-    OkJson(Health { status: "ok", slug: Some(state.agent.slug().to_owned()), agents: None })
+    let hooks = state.agent.engine.hooks();
+    OkJson(Health { status: "ok", slug: Some(state.agent.slug().to_owned()), agents: None, hooks })
 }

@@ -23,7 +23,7 @@ pub fn routes(state: AppState) -> Router {
 }
 
 async fn host_health(State(state): State<AppState>) -> OkJson<Health> {
-    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()) })
+    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new() })
 }
 
 #[derive(Debug, Serialize)]

@@ -89,3 +89,28 @@ async fn logs_poll_the_ring_buffer_with_a_cursor() {
     assert_eq!(next.body["lines"][0]["message"], json!("third"));
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_hooks_reports_them_in_its_health() {
+    //! Guards: `/v1/health` lists each hook with its delivered, dropped and restart counts; an
+    //! agent without hooks shows no `hooks` key.
+    let host = host()
+        .file("bot/hooks/audit.toml", "events = [\"*\"]\n\n[sink]\nkind = \"file\"\npath = \"audit.ndjson\"\n")
+        .options(|o| o.mode = Mode::Single)
+        .start()
+        .await;
+    let health: serde_json::Value =
+        host.client.get(format!("{}/v1/health", host.origin)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["hooks"], json!([{"name": "audit", "delivered": 0, "dropped": 0, "restarts": 0}]));
+    host.shutdown().await;
+
+    let plain = host_without_hooks().await;
+    assert!(plain.get("hooks").is_none(), "{plain}");
+}
+
+async fn host_without_hooks() -> serde_json::Value {
+    let host = host().options(|o| o.mode = Mode::Single).start().await;
+    let health = host.client.get(format!("{}/v1/health", host.origin)).send().await.unwrap().json().await.unwrap();
+    host.shutdown().await;
+    health
+}

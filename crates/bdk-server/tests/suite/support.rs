@@ -124,8 +124,11 @@ impl Builder {
             } else {
                 bdk_server::mount::tools(&project, &state_dir).unwrap()
             };
-            let options =
-                EngineOptions { host: Some(host_tokens.authority(&project.slug)), ..EngineOptions::default() };
+            let options = EngineOptions {
+                host: Some(host_tokens.authority(&project.slug)),
+                capabilities: bdk_engine::capabilities(&project, &state_dir),
+                ..EngineOptions::default()
+            };
             let engine = Engine::with_options(
                 AgentConfig::from_project(&project),
                 store.stores(),

@@ -1,0 +1,86 @@
+//! What the engine is told about the agent's run-time capabilities beyond its tools: skills,
+//! subagents and hooks, as plain data. `setup.rs` fills it from a discovered project; the
+//! capability modules (`skills.rs`, `subagents.rs`, `hooks/`) act on it. Like `types.rs`, this
+//! module imports nothing of the crate.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bdk_model::{ModelProvider, Price};
+
+/// The agent's skills, subagents and hooks. Empty by default: an engine built without a
+/// project advertises no skills, has no `task` tool and runs no hooks.
+#[derive(Debug, Clone, Default)]
+pub struct Capabilities {
+    /// Advertised to the model by name and description; loaded with the skill tool.
+    pub skills: Vec<SkillSpec>,
+    /// Reachable through the `task` tool (empty when the agent's tool allowlist leaves `task` out).
+    pub subagents: Vec<SubagentSpec>,
+    /// Observers of every session's events.
+    pub hooks: Vec<HookSpec>,
+    /// The agent's durable state root (hook context `stateRoot`; relative file sinks land here).
+    pub state_root: Option<PathBuf>,
+}
+
+/// One skill as the model may load it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillSpec {
+    /// The skill's name (`<ns>__<name>` for an extension's).
+    pub name: String,
+    /// The routing rule the model reads before deciding to load it.
+    pub description: String,
+    /// The Markdown body (frontmatter removed).
+    pub body: String,
+    /// Sibling files of a folder skill, relative to the skill's folder.
+    pub files: Vec<String>,
+}
+
+/// One subagent the `task` tool can run.
+#[derive(Debug, Clone)]
+pub struct SubagentSpec {
+    pub id: String,
+    /// The routing rule listed in the `task` tool's description.
+    pub description: String,
+    /// Its system prompt; empty: the parent's instructions.
+    pub instructions: String,
+    /// Model steps per child turn; `None`: the parent's.
+    pub max_steps: Option<u32>,
+    /// Its own model; `None`: the parent's provider.
+    pub model: Option<SubagentModel>,
+}
+
+/// A subagent's own model.
+#[derive(Debug, Clone)]
+pub struct SubagentModel {
+    pub provider: Arc<dyn ModelProvider>,
+    pub price: Option<Price>,
+}
+
+/// One hook: which events it wants and where they go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookSpec {
+    pub name: String,
+    /// Event types, or `"*"`.
+    pub events: Vec<String>,
+    pub sink: HookSinkSpec,
+    /// The working directory of a `command` sink (the agent folder).
+    pub cwd: PathBuf,
+}
+
+/// Where a hook's events go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookSinkSpec {
+    /// A long-lived process reading one JSON line per event on stdin.
+    Command(Vec<String>),
+    /// NDJSON appended to a file.
+    File(PathBuf),
+    /// Batched JSON POSTs; `${NAME}` placeholders are already resolved.
+    Http { url: String, headers: Vec<(String, String)> },
+}
+
+impl HookSpec {
+    /// Whether the hook subscribed to `event_type`.
+    pub fn wants(&self, event_type: &str) -> bool {
+        self.events.iter().any(|e| e == "*" || e == event_type)
+    }
+}

@@ -1,0 +1,142 @@
+//! A fixture for the agent-folder capabilities (skills, subagents, hooks): a real project in a
+//! temp dir whose `agent.toml` points an `openai-compatible` model at the fake model server,
+//! loaded by `bdk-project`, with the tools `bdk-tools` builds and the capabilities
+//! `bdk_engine::capabilities` derives, under a real engine. Plus small readers of the fake
+//! server's recorded requests.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bdk_engine::{Engine, EngineOptions, Principal, SessionStarted};
+use bdk_model::ProviderOptions;
+use bdk_protocol::event::SessionMode;
+use bdk_protocol::{Event, SessionId};
+use bdk_store::{FsStore, WorkspaceStore};
+use bdk_test_support::{FakeServer, Part, Reply, openai_sse as oa};
+use bdk_tools::ProjectTools;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::support::*;
+
+pub struct Folder {
+    /// Holds the project and state folders for the test's lifetime.
+    _dir: TempDir,
+    /// The agent's state directory.
+    state: PathBuf,
+    pub fs: FsStore,
+    pub engine: Engine,
+    pub model: FakeServer,
+}
+
+impl Folder {
+    /// A project with `files` (paths under `bot/`) besides `instructions.md` and `agent.toml`.
+    pub async fn new(files: &[(&str, &str)]) -> Self {
+        let model = FakeServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("proj");
+        write(&root.join("bot/instructions.md"), "You are the parent agent.\n");
+        write(
+            &root.join("bot/agent.toml"),
+            &format!(
+                "name = \"folder\"\n\n[model]\nid = \"fake-model\"\nprovider = \"openai-compatible\"\n\
+                 base_url = \"{}\"\n\n[model.pricing]\ninput = 1.0\noutput = 2.0\n",
+                model.url()
+            ),
+        );
+        for (rel, text) in files {
+            write(&root.join("bot").join(rel), text);
+        }
+        let project = bdk_project::load_project(&root, false);
+        let errors: Vec<_> =
+            project.diagnostics.iter().filter(|d| d.severity == bdk_protocol::Severity::Error).collect();
+        assert!(errors.is_empty(), "the test project has errors: {errors:?}");
+        let state = dir.path().join("state");
+        let tools = Arc::new(ProjectTools::builder(&project).state_root(&state).build().unwrap());
+        let resolved = bdk_model::resolve(&bdk_engine::model_input(&project), &|_| None);
+        let provider = bdk_model::build(&resolved, &ProviderOptions::default());
+        let fs = FsStore::open(&state).unwrap();
+        let options = EngineOptions {
+            price: resolved.price,
+            capabilities: bdk_engine::capabilities(&project, &state),
+            ..EngineOptions::default()
+        };
+        let engine = Engine::with_options(config_of(&project), fs.stores(), provider, tools, options);
+        Folder { _dir: dir, state, fs, engine, model }
+    }
+
+    pub async fn start(&self, message: &str) -> SessionStarted {
+        within(self.engine.start_session(start(message, SessionMode::Chat))).await.unwrap()
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.state.clone()
+    }
+
+    pub async fn workspace(&self, id: &SessionId) -> PathBuf {
+        within(self.fs.session_workspace(id)).await.unwrap()
+    }
+
+    /// Every event of `id` so far.
+    pub async fn events(&self, id: &SessionId) -> Vec<Event> {
+        within(self.engine.events(id, &Principal::new("alice"), 0)).await.unwrap()
+    }
+}
+
+fn config_of(project: &bdk_project::Project) -> bdk_engine::AgentConfig {
+    let mut config = bdk_engine::AgentConfig::from_project(project);
+    config.idle_timeout = std::time::Duration::from_millis(200);
+    config
+}
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// A model reply that calls tools: `(id, name, arguments JSON)`.
+pub fn calls(list: &[(&str, &str, &str)], usage: (u64, u64)) -> Reply {
+    let mut parts: Vec<Part> = vec![oa::role()];
+    for (index, (id, name, arguments)) in list.iter().enumerate() {
+        parts.push(oa::tool_call(index as u64, Some(id), Some(name), arguments));
+    }
+    parts.extend([oa::finish("tool_calls"), oa::usage(usage.0, usage.1, 0, 0), oa::done()]);
+    Reply::sse(parts)
+}
+
+/// A model reply with a final text.
+pub fn text(text: &str, usage: (u64, u64)) -> Reply {
+    Reply::sse(vec![oa::role(), oa::text(text), oa::finish("stop"), oa::usage(usage.0, usage.1, 0, 0), oa::done()])
+}
+
+/// The system prompt of a recorded Chat Completions request.
+pub fn system_of(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "system")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The tool names a recorded request offered.
+pub fn tools_of(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+/// The tool results a recorded request carries, as `(tool_call_id, content)`.
+pub fn tool_results_of(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| (m["tool_call_id"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}

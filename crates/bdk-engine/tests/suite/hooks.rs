@@ -1,0 +1,153 @@
+//! Hooks end to end through the fake model server: a `"*"` file hook sees every event of three
+//! concurrent sessions exactly once and in order, each with the hook context, only after it is
+//! in the log; a slow command hook (one line a second) does not hold the turns up, measured by
+//! the events' own timestamps; the engine's hook status counts what was delivered. An HTTP hook
+//! POSTs its events with the configured headers; a hook command that exits is restarted.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bdk_protocol::EventData;
+use serde_json::Value;
+
+use super::folder::*;
+use super::support::*;
+
+const ALL: &str = "events = [\"*\"]\n\n[sink]\nkind = \"file\"\npath = \"hooks/all.ndjson\"\n";
+const SLOW: &str = "events = [\"*\"]\ncommand = [\"sh\", \"-c\", \"while read line; do sleep 1; done\"]\n";
+const TURNS: &str = "events = [\"turn.completed\"]\n\n[sink]\nkind = \"file\"\npath = \"hooks/turns.ndjson\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hook_sees_every_event_of_concurrent_sessions_once_in_order() {
+    let folder = Folder::new(&[("hooks/all.toml", ALL), ("hooks/slow.toml", SLOW), ("hooks/turns.toml", TURNS)]).await;
+    for _ in 0..3 {
+        folder.model.push(text("Hello there.", (5, 2)));
+    }
+    let started = futures_join(&folder).await;
+    let mut logs = BTreeMap::new();
+    for id in &started {
+        let events = settled(&folder.engine, id, 1).await;
+        // The slow hook needs a second per event; the turn took far less.
+        let begin = events.iter().find(|e| matches!(e.data, EventData::TurnStarted(_))).unwrap().at;
+        let end = events.iter().find(|e| matches!(e.data, EventData::TurnCompleted(_))).unwrap().at;
+        assert!((end - begin).num_milliseconds() < 5_000, "a turn took {:?}", end - begin);
+        assert!(events.len() > 5, "the slow hook would need more than 5 s for these");
+        logs.insert(id.to_string(), folder.events(id).await);
+    }
+    let total: usize = logs.values().map(Vec::len).sum();
+
+    let path = folder.state().join("hooks/all.ndjson");
+    let lines = within(async {
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            if lines.len() >= total {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(lines.len(), total, "every event exactly once");
+    let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in &lines {
+        let event = line;
+        let session = event["sessionId"].as_str().unwrap().to_owned();
+        let context = &line["context"];
+        assert_eq!(context["sessionId"], event["sessionId"]);
+        assert_eq!(context["channel"], "http");
+        assert_eq!(context["mode"], "chat");
+        assert_eq!(context["principal"], "alice");
+        assert_eq!(context["agent"]["name"], "proj");
+        assert!(context["purpose"].is_null());
+        assert!(context["continuationToken"].is_null(), "an HTTP token is a credential");
+        assert_eq!(context["stateRoot"].as_str().unwrap(), folder.state().to_str().unwrap());
+        let index = event["index"].as_u64().unwrap();
+        let logged = &logs[&session][index as usize];
+        assert_eq!(event["type"], logged.event_type(), "the hook saw what the log holds");
+        seen.entry(session).or_default().push(index);
+    }
+    for (session, indices) in &seen {
+        let expected: Vec<u64> = (0..logs[session].len() as u64).collect();
+        assert_eq!(indices, &expected, "in order, without gaps or repeats");
+    }
+    assert_eq!(seen.len(), 3);
+
+    let turns = within(async {
+        let path = folder.state().join("hooks/turns.ndjson");
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if text.lines().count() >= 3 {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(turns.lines().all(|l| l.contains("\"turn.completed\"")), "a filter passes only its events");
+
+    let status = folder.engine.hooks();
+    let all = status.iter().find(|s| s.name == "all").unwrap();
+    assert_eq!(all.delivered, total as u64);
+    assert_eq!(all.dropped, 0);
+}
+
+async fn futures_join(folder: &Folder) -> Vec<bdk_protocol::SessionId> {
+    let (a, b, c) = tokio::join!(folder.start("one"), folder.start("two"), folder.start("three"));
+    vec![a.session_id, b.session_id, c.session_id]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_http_hook_posts_batches_and_a_command_that_exits_is_restarted() {
+    let sink = bdk_test_support::FakeServer::start().await;
+    for _ in 0..64 {
+        sink.push(bdk_test_support::Reply::status(200, "{}"));
+    }
+    let http = format!(
+        "events = [\"turn.completed\"]\n\n[sink]\nkind = \"http\"\nurl = \"{}/hook\"\nheaders = {{ X-Test = \"yes\" }}\n",
+        sink.url()
+    );
+    // Reads one line, then exits: every later write finds it gone.
+    let quitter = "events = [\"*\"]\ncommand = [\"sh\", \"-c\", \"read line\"]\n";
+    let folder = Folder::new(&[("hooks/post.toml", http.as_str()), ("hooks/quitter.toml", quitter)]).await;
+    folder.model.push(text("One.", (1, 1)));
+    folder.model.push(text("Two.", (1, 1)));
+    let started = folder.start("first").await;
+    settled(&folder.engine, &started.session_id, 1).await;
+    let token = started.continuation_token.clone();
+    within(folder.engine.follow_up(&started.session_id, follow("second", &token, bdk_engine::Admission::Preempt)))
+        .await
+        .unwrap();
+    settled(&folder.engine, &started.session_id, 2).await;
+
+    let posted = within(async {
+        loop {
+            let bodies: Vec<Value> = sink.requests().into_iter().map(|r| r.body).collect();
+            let events: Vec<Value> = bodies.iter().flat_map(|b| b.as_array().cloned().unwrap_or_default()).collect();
+            if events.len() >= 2 {
+                return (sink.requests(), events);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let (requests, events) = posted;
+    assert!(
+        requests.iter().all(|r| r.method == "POST" && r.path.ends_with("/hook") && r.header("x-test") == Some("yes"))
+    );
+    assert_eq!(events.len(), 2);
+    assert!(events.iter().all(|e| e["type"] == "turn.completed" && e["context"]["principal"] == "alice"));
+
+    let restarts = within(async {
+        loop {
+            let status = folder.engine.hooks();
+            let quitter = status.iter().find(|s| s.name == "quitter").unwrap().clone();
+            if quitter.restarts >= 1 {
+                return quitter.restarts;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(restarts >= 1);
+}

@@ -1,0 +1,36 @@
+//! Parts that validate but do not run yet say so: `artifacts.toml`, `result.toml`, each A/B
+//! experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents and
+//! hooks (which run) get none.
+
+use super::fixture::Fixture;
+
+#[test]
+fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
+    let (_fx, project) = Fixture::new()
+        .file("bot/agent.toml", "[local]\ncwd = \"repo\"\n")
+        .file("bot/hooks/audit.toml", "events = [\"*\"]\n[sink]\nkind = \"file\"\npath = \"audit.ndjson\"\n")
+        .file("bot/artifacts.toml", "[kinds.report]\ndescription = \"A report.\"\n")
+        .file("bot/result.toml", "command = [\"sh\", \"-c\", \"cat\"]\n")
+        .file("bot/skills/triage.md", "Use when triaging.\n")
+        .file("bot/subagents/helper/agent.toml", "description = \"Helps.\"\n")
+        .load();
+    let mut found: Vec<(String, String)> = project
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "not_run_yet")
+        .map(|d| {
+            assert_eq!(d.severity, bdk_protocol::Severity::Warning);
+            assert!(d.message.contains("does not run yet"), "{}", d.message);
+            assert!(d.hint.as_deref().is_some_and(|h| !h.is_empty()));
+            (d.file.clone().unwrap_or_default(), d.message.clone())
+        })
+        .collect();
+    found.sort();
+    let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(files, ["bot/agent.toml", "bot/artifacts.toml", "bot/result.toml"], "{found:#?}");
+    assert!(
+        project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
+        "{:#?}",
+        project.diagnostics
+    );
+}
