@@ -159,6 +159,15 @@ pub struct EngineOptions {
     /// (the server's token table). `None`: commands get none; native tools still get the
     /// services in-process.
     pub host: Option<Arc<dyn crate::host::HostAuthority>>,
+    /// Most tool calls one model step may run (`None`: 64); the excess are refused with a tool
+    /// error the model reads.
+    pub max_tool_calls_per_step: Option<usize>,
+    /// Most bytes of output (text, reasoning, tool-call arguments) one model step may produce
+    /// (`None`: 1 MiB); past it the step is cut off and the turn fails with `output_too_large`.
+    pub max_output_bytes: Option<usize>,
+    /// Most output tokens one model step may use, as the provider reports them (`None`: no cap);
+    /// past it the turn fails with `output_too_large`.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// One agent's session engine. Clone it freely.

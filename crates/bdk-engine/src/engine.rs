@@ -56,6 +56,11 @@ pub(crate) struct Core {
     pub approvals: Approvals,
     /// The host services' authority and state (`host.rs`).
     pub host: crate::host::HostState,
+    /// Most tool calls run from one model step; the rest are refused with a tool error.
+    pub max_calls_per_step: usize,
+    /// Caps on one model step's output (bytes always, tokens when set).
+    pub max_output_bytes: usize,
+    pub max_output_tokens: Option<u64>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -90,6 +95,9 @@ impl Core {
             direct_tokens: Default::default(),
             approvals: Approvals::default(),
             host: crate::host::HostState::new(options.host),
+            max_calls_per_step: options.max_tool_calls_per_step.unwrap_or(crate::dispatch::MAX_CALLS_PER_STEP).max(1),
+            max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
+            max_output_tokens: options.max_output_tokens,
             actors: Mutex::new(HashMap::new()),
         })
     }

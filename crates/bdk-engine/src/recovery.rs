@@ -15,7 +15,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use bdk_protocol::event::{SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed};
+use bdk_protocol::event::{
+    FailureCode, SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed,
+};
 use bdk_protocol::{Event, EventData, TurnId};
 use bdk_store::record::SessionStatus;
 use bdk_store::{NewEvent, SessionRecord};
@@ -76,6 +78,7 @@ async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event])
         let failed = TurnFailed {
             status: TurnFailStatus::Failed,
             message: RESTARTED.to_owned(),
+            error: Some(FailureCode::HostRestarted),
             usage: None,
             estimated_cost_usd: None,
         };
@@ -88,9 +91,12 @@ async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event])
                 EventData::SessionCompleted(SessionCompleted { result: done.result.clone() })
             }
             Some(EventData::TurnFailed(failed)) if open.is_empty() => {
-                EventData::SessionFailed(SessionFailed { message: failed.message.clone() })
+                EventData::SessionFailed(SessionFailed { message: failed.message.clone(), error: failed.error })
             }
-            _ => EventData::SessionFailed(SessionFailed { message: RESTARTED.to_owned() }),
+            _ => EventData::SessionFailed(SessionFailed {
+                message: RESTARTED.to_owned(),
+                error: Some(FailureCode::HostRestarted),
+            }),
         },
     };
     append.push(NewEvent::new(settle));

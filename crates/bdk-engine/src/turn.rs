@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Message, ModelRequest, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
-    ActionsRequested, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued, TurnStarted,
+    ActionsRequested, FailureCode, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
+    TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
@@ -23,6 +24,7 @@ use crate::cost;
 use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
 use crate::engine::Core;
+use crate::failure;
 use crate::stream::{self, StepEnd};
 use crate::workspace::{self, WorkspacePrep};
 
@@ -50,8 +52,8 @@ pub(crate) struct TurnContext {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TurnEnd {
     Completed { result: Option<String> },
-    Failed { message: String },
-    Cancelled { message: String },
+    Failed { message: String, error: FailureCode },
+    Cancelled { message: String, error: FailureCode },
 }
 
 /// What a turn task hands back to the actor.
@@ -67,7 +69,7 @@ pub(crate) struct TurnOutcome {
 /// Why the loop stopped early.
 enum Stop {
     Cancelled,
-    Failed(String),
+    Failed(FailureCode, String),
     Store(bdk_store::Error),
 }
 
@@ -97,27 +99,28 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         }
         Err(stop) => stop,
     };
-    let (status, message) = match stop {
-        Stop::Cancelled => {
-            let message = if core.is_draining() { SHUTTING_DOWN } else { INTERRUPTED };
-            (TurnFailStatus::Cancelled, message.to_owned())
+    let (status, code, message) = match stop {
+        Stop::Cancelled if core.is_draining() => {
+            (TurnFailStatus::Cancelled, FailureCode::ShuttingDown, SHUTTING_DOWN.to_owned())
         }
-        Stop::Failed(message) => (TurnFailStatus::Failed, message),
+        Stop::Cancelled => (TurnFailStatus::Cancelled, FailureCode::Cancelled, INTERRUPTED.to_owned()),
+        Stop::Failed(code, message) => (TurnFailStatus::Failed, code, message),
         Stop::Store(error) => {
             tracing::error!(session = %context.session, turn = %context.turn, %error, "turn failed on storage");
-            (TurnFailStatus::Failed, format!("storage failed: {error}"))
+            (TurnFailStatus::Failed, FailureCode::Storage, format!("storage failed: {error}"))
         }
     };
     let spent = (usage != ModelUsage::default()).then_some(usage);
     emit.push(EventData::TurnFailed(TurnFailed {
         status,
         message: message.clone(),
+        error: Some(code),
         usage: spent.as_ref().map(cost::protocol_usage),
         estimated_cost_usd: spent.as_ref().map(|u| cost::estimate(core.price.as_ref(), u)),
     }));
     let end = match status {
-        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message },
-        TurnFailStatus::Failed => TurnEnd::Failed { message },
+        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
+        TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
     };
     TurnOutcome { end, closing: emit.take(), conversation }
 }
@@ -140,7 +143,7 @@ async fn drive(
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(Stop::Cancelled),
-                permit = queued.wait() => permit.ok_or_else(|| Stop::Failed("the turn queue closed".into()))?,
+                permit = queued.wait() => permit.ok_or_else(|| Stop::Failed(FailureCode::Internal, "the turn queue closed".into()))?,
             }
         }
     };
@@ -160,7 +163,9 @@ async fn drive(
         .collect();
     emit.push(EventData::TurnStarted(TurnStarted { model: Some(core.model.clone()) }));
 
-    let mut workspace = workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?;
+    let mut workspace = workspace::prepare(core, &context.session, &context.workspace)
+        .await
+        .map_err(|message| Stop::Failed(FailureCode::Workspace, message))?;
     let max_steps = core.config.max_steps.max(1);
     for step in 0..max_steps {
         emit.send(EventData::StepStarted(StepStarted { step })).await?;
@@ -172,11 +177,13 @@ async fn drive(
         };
         let step_started = Instant::now();
         let model_stream = core.provider.stream(request, cancel.child_token());
-        let (output, end) = stream::assemble(emit, model_stream, cancel).await?;
+        let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
+        let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
         usage.add(&output.usage);
         match end {
             StepEnd::Cancelled => return Err(Stop::Cancelled),
-            StepEnd::Failed(error) => return Err(Stop::Failed(error.to_string())),
+            StepEnd::Failed(error) => return Err(Stop::Failed(failure::model(&error), error.to_string())),
+            StepEnd::TooLarge(message) => return Err(Stop::Failed(FailureCode::OutputTooLarge, message)),
             StepEnd::Finished => {}
         }
         emit.push(EventData::StepCompleted(StepCompleted {
@@ -237,7 +244,10 @@ async fn drive(
             return Err(Stop::Cancelled);
         }
     }
-    Err(Stop::Failed(format!("the turn used all {max_steps} model steps (max_steps) without a final answer")))
+    Err(Stop::Failed(
+        FailureCode::MaxSteps,
+        format!("the turn used all {max_steps} model steps (max_steps) without a final answer"),
+    ))
 }
 
 fn finish_name(reason: &FinishReason) -> String {

@@ -69,6 +69,7 @@ pub enum Code {
     UnknownFrontmatterKey,
     UnreachableSubagents,
     MissingCommandFile,
+    SandboxNotEnforced,
 }
 
 impl Code {
@@ -129,6 +130,7 @@ impl Code {
         Code::UnknownFrontmatterKey,
         Code::UnreachableSubagents,
         Code::MissingCommandFile,
+        Code::SandboxNotEnforced,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -188,6 +190,7 @@ impl Code {
             Code::UnknownFrontmatterKey => "unknown_frontmatter_key",
             Code::UnreachableSubagents => "unreachable_subagents",
             Code::MissingCommandFile => "missing_command_file",
+            Code::SandboxNotEnforced => "sandbox_not_enforced",
         }
     }
 
@@ -206,7 +209,8 @@ impl Code {
             | Code::UnknownToolReference
             | Code::UnknownFrontmatterKey
             | Code::UnreachableSubagents
-            | Code::MissingCommandFile => Severity::Warning,
+            | Code::MissingCommandFile
+            | Code::SandboxNotEnforced => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -286,6 +290,9 @@ impl Code {
             }
             Code::MissingCommandFile => {
                 "commands run with the agent folder as cwd: fix the path, or add the file (scripts go in lib/)"
+            }
+            Code::SandboxNotEnforced => {
+                "tools run unconfined for now; do not rely on `local.sandbox` to contain the model's shell calls"
             }
         }
     }

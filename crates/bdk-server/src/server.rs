@@ -4,13 +4,13 @@
 //! final events, then wait for the connections to close.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::future::join_all;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::listen;
 use crate::routes::app;
 use crate::state::AppState;
 
@@ -32,9 +32,12 @@ pub async fn serve(
     }
     let stop_accepting = CancellationToken::new();
     let router = app(state.clone());
-    let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
-    let mut server = tokio::spawn(async move { server.await });
+    let limits = state.options.connections;
+    let server = listen::run(listener, router, limits, stop_accepting.clone());
+    let mut server = tokio::spawn(async move {
+        server.await;
+        Ok::<(), std::io::Error>(())
+    });
 
     tokio::select! {
         () = shutdown => {}

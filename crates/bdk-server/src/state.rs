@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub docs: bool,
     /// Largest request body accepted (413 above it).
     pub body_limit: usize,
+    /// Caps and timeouts on connections (`listen.rs`).
+    pub connections: crate::listen::ConnectionLimits,
 }
 
 impl Default for ServeOptions {
@@ -47,6 +49,7 @@ impl Default for ServeOptions {
             playground: true,
             docs: true,
             body_limit: DEFAULT_BODY_LIMIT,
+            connections: crate::listen::ConnectionLimits::default(),
         }
     }
 }

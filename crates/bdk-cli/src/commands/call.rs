@@ -129,7 +129,11 @@ async fn call_ephemeral(
     let dir = mount::state_dir(&project, args.state_root.as_deref());
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     let host_tokens = HostTokens::new();
-    let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&project.slug)) };
+    let options = EngineOptions {
+        price: resolved.price,
+        host: Some(host_tokens.authority(&project.slug)),
+        ..EngineOptions::default()
+    };
     let tools = embed.registry(&project, &dir)?;
     let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
     let engine = Engine::with_options(AgentConfig::from_project(&project), store.stores(), provider, tools, options);

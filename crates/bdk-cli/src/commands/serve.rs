@@ -56,7 +56,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         .filter(|t| !t.is_empty())
         .map(|t| BearerToken::parse(t).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         mode,
         dev: args.dev,
         auth: AuthPolicy::from_flags(tokens, args.allow_anonymous),
@@ -64,6 +64,16 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         docs: !args.no_docs,
         ..ServeOptions::default()
     };
+    options.body_limit = args.body_limit;
+    options.connections = bdk_server::ConnectionLimits {
+        max_connections: args.max_connections.unwrap_or_else(bdk_server::listen::default_max_connections),
+        reserved: args.reserved_connections,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+    };
+    if let Some(max) = args.max_tool_processes {
+        bdk_tools::contain::set_max_processes(max);
+    }
 
     let logs = LogBuffer::default();
     init_logging(&logs);
@@ -93,7 +103,13 @@ async fn serve(
         }
         let slug = project.slug.clone();
         let info = provider.info();
-        let options = EngineOptions { price: resolved.price, host: Some(host_tokens.authority(&slug)) };
+        let options = EngineOptions {
+            price: resolved.price,
+            host: Some(host_tokens.authority(&slug)),
+            max_tool_calls_per_step: Some(args.max_tool_calls_per_step),
+            max_output_bytes: Some(args.max_output_bytes),
+            max_output_tokens: args.max_output_tokens,
+        };
         let tools = embed.registry(&project, &dir)?;
         let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
         tracing::info!(

@@ -5,7 +5,7 @@
 use bdk_engine::{Admission, RESTARTED, Trajectory};
 use bdk_model::ScriptedProvider;
 use bdk_protocol::event::{
-    MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
+    FailureCode, MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::{EventLog, FsStore, NewEvent, SessionRecord, SessionStore};
@@ -57,6 +57,7 @@ async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
     let Some(EventData::TurnFailed(failed)) = events.iter().rev().nth(1).map(|e| &e.data) else { panic!() };
     assert_eq!(failed.status, TurnFailStatus::Failed);
     assert_eq!(failed.message, RESTARTED);
+    assert_eq!(failed.error, Some(FailureCode::HostRestarted));
     assert!(failed.message.contains("restarted"));
     let listed = within(engine.list(bdk_engine::ListScope::All)).await.unwrap();
     assert_eq!(listed[0].status, "waiting");
@@ -87,4 +88,5 @@ async fn recovery_fails_an_interrupted_task_session() {
     let events = within(engine.events(&id, &alice(), 0)).await.unwrap();
     let Some(EventData::SessionFailed(failed)) = events.last().map(|e| &e.data) else { panic!("{:?}", types(&events)) };
     assert_eq!(failed.message, RESTARTED);
+    assert_eq!(failed.error, Some(FailureCode::HostRestarted));
 }
