@@ -31,10 +31,16 @@ use crate::status;
 pub const RESTARTED: &str = "the host restarted while this turn was running";
 
 /// Closes every open turn of every session not live in this engine. Returns how many turns.
+///
+/// Only sessions whose record may be behind their log are read: `running` (a message was
+/// accepted; that status is written durably before the turn starts) or no status at all (a
+/// record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
+/// after the closing event is durable, so its log has nothing open: start-up reads no log of a
+/// settled session, and its cost follows the sessions that were open, not all state ever written.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     let mut closed = 0;
     for record in core.stores.sessions.list().await? {
-        if core.is_live(&record.id) {
+        if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
         let result = recover_session(core, &record).await;
