@@ -125,6 +125,35 @@ pub struct ServeArgs {
     /// After SIGTERM or ctrl-c, how long running turns may finish before they are cancelled.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub drain_grace: std::time::Duration,
+    /// Connections held at once (default: 1024, or half the open-file limit when lower).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// One-request connections admitted past --max-connections, so health checks still answer.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub reserved_connections: usize,
+    /// Time to read a request's head; also how long a keep-alive connection may sit idle.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub header_timeout: std::time::Duration,
+    /// Longest pause between two chunks of a request body.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub body_timeout: std::time::Duration,
+    /// Largest request body in bytes (413 above it, refused on `Content-Length` before reading).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    pub body_limit: usize,
+    /// Tool processes (command, agent and shell calls) running at once; more wait for a slot
+    /// (default: four per CPU, at least 8).
+    #[arg(long, value_name = "N")]
+    pub max_tool_processes: Option<usize>,
+    /// Tool calls one model step may run; the rest get an error result naming the limit.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_tool_calls_per_step: usize,
+    /// Bytes of output (text, reasoning, tool-call arguments) one model step may produce; past
+    /// it the step is cut off and the turn fails with `output_too_large`.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
+    pub max_output_bytes: usize,
+    /// Output tokens one model step may use, as the provider reports them (default: no cap).
+    #[arg(long, value_name = "N")]
+    pub max_output_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bdk_protocol::event::{
-    MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted as SessionStartedEvent,
+    FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted as SessionStartedEvent,
     SessionWaiting, TurnFailStatus, TurnFailed,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
@@ -359,11 +359,12 @@ impl Actor {
                 let failed = TurnFailed {
                     status: TurnFailStatus::Failed,
                     message: message.clone(),
+                    error: Some(FailureCode::Internal),
                     usage: None,
                     estimated_cost_usd: None,
                 };
                 let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
-                Settled { end: TurnEnd::Failed { message }, closing }
+                Settled { end: TurnEnd::Failed { message, error: FailureCode::Internal }, closing }
             }
         }
     }
@@ -377,8 +378,8 @@ impl Actor {
             (SessionMode::Task, TurnEnd::Completed { result }) => {
                 (EventData::SessionCompleted(SessionCompleted { result }), SessionStatus::Completed)
             }
-            (SessionMode::Task, TurnEnd::Failed { message } | TurnEnd::Cancelled { message }) => {
-                (EventData::SessionFailed(SessionFailed { message }), SessionStatus::Failed)
+            (SessionMode::Task, TurnEnd::Failed { message, error } | TurnEnd::Cancelled { message, error }) => {
+                (EventData::SessionFailed(SessionFailed { message, error: Some(error) }), SessionStatus::Failed)
             }
         };
         let mut events = outcome.closing;

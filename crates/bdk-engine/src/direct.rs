@@ -112,6 +112,8 @@ pub(crate) struct Checked {
     effect: Effect,
     kind: ToolKind,
     identity: Option<CallIdentity>,
+    /// How many `callTool`s deep this call is (0: not made by a tool).
+    depth: u32,
 }
 
 /// A checked call bound to a session, for its actor to admit.
@@ -131,8 +133,14 @@ enum Binding {
 
 /// Runs one direct call (see the module docs).
 pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<DirectOutcome> {
+    call_tool_at(core, request, 0).await
+}
+
+/// [`call_tool`] made `depth` `callTool`s deep (0: from outside any tool call).
+pub(crate) async fn call_tool_at(core: &Arc<Core>, request: DirectCall, depth: u32) -> Result<DirectOutcome> {
     let (binding, identity) = binding(&request)?;
-    let call = check(core, request.tool, request.input, identity)?;
+    let mut call = check(core, request.tool, request.input, identity)?;
+    call.depth = depth;
     let record = match binding {
         Binding::Scratch => None,
         Binding::Session(id) => {
@@ -157,8 +165,10 @@ pub(crate) async fn call_nested(
     session: SessionId,
     tool: String,
     input: Value,
+    depth: u32,
 ) -> Result<DirectOutcome> {
-    let call = check(core, tool, input, None)?;
+    let mut call = check(core, tool, input, None)?;
+    call.depth = depth;
     let record =
         core.stores.sessions.get(&session).await?.ok_or_else(|| EngineError::SessionNotFound(session.clone()))?;
     let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
@@ -202,7 +212,7 @@ fn check(core: &Core, tool: String, input: Value, identity: Option<CallIdentity>
         return Err(EngineError::InvalidToolInput { name: tool, errors });
     }
     let effect = tools.effect(&tool, &input);
-    Ok(Checked { call_id: CallId::generate(&tool), tool, input, effect, kind: info.kind, identity })
+    Ok(Checked { call_id: CallId::generate(&tool), tool, input, effect, kind: info.kind, identity, depth: 0 })
 }
 
 /// Runs `work` on a task of its own, so dropping the caller does not cut it short.
@@ -281,7 +291,7 @@ async fn run_bound(core: Arc<Core>, session: SessionId, bound: BoundCall) -> Res
         identity: call.identity.clone(),
         ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
     };
-    let (outcome, duration_ms) = run(&core, invocation, None).await;
+    let (outcome, duration_ms) = run(&core, invocation, None, call.depth).await;
     let result = ActionResult {
         call_id: call.call_id.clone(),
         tool_name: call.tool.clone(),
@@ -317,7 +327,7 @@ async fn run_scratch(core: Arc<Core>, call: Checked, principal: Principal) -> Re
         identity: call.identity.clone(),
         ..ToolInvocation::new(call.call_id.clone(), call.tool.clone(), call.input.clone())
     };
-    let (outcome, duration_ms) = run(&core, invocation, Some(principal)).await;
+    let (outcome, duration_ms) = run(&core, invocation, Some(principal), call.depth).await;
     guard.call = None;
     remove_scratch(&core, &call.call_id).await;
     Ok(outcome_of(call, outcome, duration_ms, false, None, None))
@@ -341,9 +351,14 @@ impl Drop for ScratchGuard {
 /// Runs the tool under a child of the engine's token (drain cancels it), timing the body.
 /// The call gets host services (`host.rs`) for as long as it runs; `principal` is who they act
 /// for when no session is bound (a bound call acts for the session's owner).
-async fn run(core: &Arc<Core>, mut invocation: ToolInvocation, principal: Option<Principal>) -> (ToolOutcome, u64) {
+async fn run(
+    core: &Arc<Core>,
+    mut invocation: ToolInvocation,
+    principal: Option<Principal>,
+    depth: u32,
+) -> (ToolOutcome, u64) {
     let scope = HostScope { session_id: invocation.session_id.clone(), call_id: invocation.call_id.clone(), principal };
-    let lease = HostLease::grant(core, scope);
+    let lease = HostLease::grant_at(core, scope, depth);
     lease.apply(&mut invocation);
     let started = Instant::now();
     let outcome = core.tools.call(invocation, core.root.child_token()).await;

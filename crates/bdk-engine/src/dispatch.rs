@@ -7,7 +7,8 @@
 //! result), the turn goes on. A call whose input is valid and that the registry says needs
 //! approval is parked first (`approvals.rs`): it runs once a person approves it, and a denial is
 //! an error result the model reads. In a dry-run session a write is stubbed without parking:
-//! nothing would run for a person to approve. Tool failures are always "tell the model" here; only the model,
+//! nothing would run for a person to approve. A step may run at most `max_calls_per_step`
+//! calls; the ones past it get an error result naming the limit, and the model can ask again. Tool failures are always "tell the model" here; only the model,
 //! the step budget, cancellation or storage can fail a turn.
 
 use std::path::PathBuf;
@@ -29,6 +30,10 @@ use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
 use crate::skills;
 use crate::subagents::{self, Parent, Spent};
+
+/// Most tool calls one model step runs unless configured otherwise
+/// (`EngineOptions::max_tool_calls_per_step`).
+pub(crate) const MAX_CALLS_PER_STEP: usize = 64;
 
 /// A tool call as the engine records and runs it.
 #[derive(Debug, Clone)]
@@ -106,6 +111,14 @@ enum Landed {
     Delegated { index: usize, outcome: ToolOutcome, duration_ms: u64, spent: Spent },
 }
 
+/// The error a call past the per-step cap gets.
+fn over_cap(asked: usize, cap: usize) -> String {
+    format!(
+        "not run: this step asked for {asked} tool calls and at most {cap} run per step; \
+         the first {cap} ran, ask for the rest in the next step"
+    )
+}
+
 /// Runs `calls`, recording each result as it lands. Returns the results in call order and
 /// whether the turn was cancelled meanwhile. `Err` is a storage failure.
 pub(crate) async fn run_calls(
@@ -117,9 +130,11 @@ pub(crate) async fn run_calls(
     let mut spent: Vec<Option<Spent>> = vec![None; calls.len()];
     let mut set = JoinSet::new();
     let mut parked = ParkedCalls::new(context.approvals, context.session);
+    let cap = context.core.max_calls_per_step;
     for (index, call) in calls.iter().enumerate() {
-        if let Some(message) = &call.invalid {
-            let outcome = ToolOutcome::error(message.clone());
+        let refused = if index >= cap { Some(over_cap(calls.len(), cap)) } else { call.invalid.clone() };
+        if let Some(message) = refused {
+            let outcome = ToolOutcome::error(message);
             emit.push(result_event(call, &outcome, 0));
             results[index] = Some(outcome);
             continue;

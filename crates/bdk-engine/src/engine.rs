@@ -62,6 +62,11 @@ pub(crate) struct Core {
     pub capabilities: crate::capabilities::Capabilities,
     /// The hooks' hub, when the agent has hooks (its tap wraps `stores.events`).
     pub hooks: Option<Arc<crate::hooks::HookHub>>,
+    /// Most tool calls run from one model step; the rest are refused with a tool error.
+    pub max_calls_per_step: usize,
+    /// Caps on one model step's output (bytes always, tokens when set).
+    pub max_output_bytes: usize,
+    pub max_output_tokens: Option<u64>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -99,6 +104,9 @@ impl Core {
             host: crate::host::HostState::new(options.host),
             capabilities: options.capabilities,
             hooks,
+            max_calls_per_step: options.max_tool_calls_per_step.unwrap_or(crate::dispatch::MAX_CALLS_PER_STEP).max(1),
+            max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
+            max_output_tokens: options.max_output_tokens,
             actors: Mutex::new(HashMap::new()),
         })
     }

@@ -13,6 +13,7 @@
 //! Scoping: `session` data is keyed by the scope's session id, which only the engine sets, so
 //! no request can name another session's data. `agent` data is the agent-wide store.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
@@ -32,17 +33,27 @@ const HOST_PRINCIPAL: &str = "host";
 
 pub use crate::types::{HostAuthority, HostScope};
 
+/// How deep `callTool` may nest: a call made by a tool made by a tool ... this many levels
+/// below the model's (or a direct) call. One more is refused with `call_depth_exceeded`.
+pub const MAX_CALL_DEPTH: u32 = 8;
+
 /// The engine's host-service state: the authority and the lock that makes `send` with a
 /// continuation key find-or-create atomically.
 #[derive(Debug, Default)]
 pub(crate) struct HostState {
     pub authority: Option<Arc<dyn HostAuthority>>,
     send_lock: tokio::sync::Mutex<()>,
+    /// How many `callTool`s deep each running nested call is (absent: 0).
+    depths: std::sync::Mutex<HashMap<CallId, u32>>,
 }
 
 impl HostState {
     pub fn new(authority: Option<Arc<dyn HostAuthority>>) -> Self {
-        Self { authority, send_lock: tokio::sync::Mutex::new(()) }
+        Self { authority, send_lock: tokio::sync::Mutex::new(()), depths: Default::default() }
+    }
+
+    fn depth_of(&self, call: &CallId) -> u32 {
+        self.depths.lock().ok().and_then(|depths| depths.get(call).copied()).unwrap_or(0)
     }
 }
 
@@ -52,15 +63,28 @@ pub(crate) struct HostLease {
     access: Option<HostAccess>,
     authority: Option<Arc<dyn HostAuthority>>,
     services: Arc<EngineHost>,
+    /// Set when the call is nested (`callTool`): its entry in the depth table.
+    nested: Option<(Weak<Core>, CallId)>,
 }
 
 impl HostLease {
     /// Grants host services to the call `scope` names.
     pub fn grant(core: &Arc<Core>, scope: HostScope) -> Self {
+        Self::grant_at(core, scope, 0)
+    }
+
+    /// [`HostLease::grant`] for a call made `depth` `callTool`s deep.
+    pub fn grant_at(core: &Arc<Core>, scope: HostScope, depth: u32) -> Self {
+        let nested = (depth > 0).then(|| {
+            if let Ok(mut depths) = core.host.depths.lock() {
+                depths.insert(scope.call_id.clone(), depth);
+            }
+            (Arc::downgrade(core), scope.call_id.clone())
+        });
         let authority = core.host.authority.clone();
         let access = authority.as_ref().and_then(|authority| authority.grant(&scope));
         let services = Arc::new(EngineHost::new(Arc::downgrade(core), scope));
-        HostLease { access, authority, services }
+        HostLease { access, authority, services, nested }
     }
 
     /// Sets the invocation's `host` (for commands) and `services` (for native tools).
@@ -75,6 +99,12 @@ impl Drop for HostLease {
         self.services.live.store(false, Ordering::SeqCst);
         if let (Some(authority), Some(access)) = (&self.authority, &self.access) {
             authority.revoke(access);
+        }
+        if let Some((core, call)) = self.nested.take()
+            && let Some(core) = core.upgrade()
+            && let Ok(mut depths) = core.host.depths.lock()
+        {
+            depths.remove(&call);
         }
     }
 }
@@ -207,11 +237,19 @@ impl EngineHost {
     /// with no session, as an unbound direct call in a scratch workspace.
     async fn call_tool_now(&self, name: String, input: Value) -> HostResult<CallOutcome> {
         let core = self.core()?;
+        let depth = core.host.depth_of(&self.scope.call_id) + 1;
+        if depth > MAX_CALL_DEPTH {
+            return Err(HostError::new(
+                HostErrorKind::Conflict,
+                "call_depth_exceeded",
+                format!("`callTool` nests at most {MAX_CALL_DEPTH} calls deep; `{name}` would be call {depth}"),
+            ));
+        }
         let outcome = match &self.scope.session_id {
-            Some(session) => crate::direct::call_nested(&core, session.clone(), name, input).await,
+            Some(session) => crate::direct::call_nested(&core, session.clone(), name, input, depth).await,
             None => {
                 let principal = self.scope.principal.clone().unwrap_or_else(|| Principal::new(HOST_PRINCIPAL));
-                crate::direct::call_tool(&core, DirectCall::new(name, input, principal)).await
+                crate::direct::call_tool_at(&core, DirectCall::new(name, input, principal), depth).await
             }
         }
         .map_err(engine_error)?;

@@ -15,7 +15,9 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use bdk_protocol::event::{SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed};
+use bdk_protocol::event::{
+    FailureCode, SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed,
+};
 use bdk_protocol::{Event, EventData, TurnId};
 use bdk_store::record::SessionStatus;
 use bdk_store::{NewEvent, SessionRecord};
@@ -29,10 +31,16 @@ use crate::status;
 pub const RESTARTED: &str = "the host restarted while this turn was running";
 
 /// Closes every open turn of every session not live in this engine. Returns how many turns.
+///
+/// Only sessions whose record may be behind their log are read: `running` (a message was
+/// accepted; that status is written durably before the turn starts) or no status at all (a
+/// record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
+/// after the closing event is durable, so its log has nothing open: start-up reads no log of a
+/// settled session, and its cost follows the sessions that were open, not all state ever written.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     let mut closed = 0;
     for record in core.stores.sessions.list().await? {
-        if core.is_live(&record.id) {
+        if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
         let result = recover_session(core, &record).await;
@@ -76,6 +84,7 @@ async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event])
         let failed = TurnFailed {
             status: TurnFailStatus::Failed,
             message: RESTARTED.to_owned(),
+            error: Some(FailureCode::HostRestarted),
             usage: None,
             estimated_cost_usd: None,
         };
@@ -88,9 +97,12 @@ async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event])
                 EventData::SessionCompleted(SessionCompleted { result: done.result.clone() })
             }
             Some(EventData::TurnFailed(failed)) if open.is_empty() => {
-                EventData::SessionFailed(SessionFailed { message: failed.message.clone() })
+                EventData::SessionFailed(SessionFailed { message: failed.message.clone(), error: failed.error })
             }
-            _ => EventData::SessionFailed(SessionFailed { message: RESTARTED.to_owned() }),
+            _ => EventData::SessionFailed(SessionFailed {
+                message: RESTARTED.to_owned(),
+                error: Some(FailureCode::HostRestarted),
+            }),
         },
     };
     append.push(NewEvent::new(settle));

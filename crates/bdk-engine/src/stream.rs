@@ -5,6 +5,9 @@
 //! back to the turn loop. Every character of a delta reaches the log, including on cancel and
 //! error: the partial delta is staged before the step returns. Events staged before the step
 //! (`turn.started`, `step.started`) are handed to the log by the same rules as a delta.
+//! A step whose output (text,
+//! reasoning and tool-call arguments) passes the byte cap, or whose reported output tokens pass
+//! the token cap, is cut off there and ends as [`StepEnd::TooLarge`].
 
 use std::time::Duration;
 
@@ -39,6 +42,37 @@ pub(crate) enum StepEnd {
     Finished,
     Cancelled,
     Failed(ModelError),
+    /// The output passed a cap; the message says which.
+    TooLarge(String),
+}
+
+/// The default cap on one step's output: 1 MiB of text, reasoning and tool-call arguments.
+pub(crate) const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// Caps on one step's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OutputCap {
+    pub bytes: usize,
+    /// Output tokens as the provider reports them (checked when usage arrives).
+    pub tokens: Option<u64>,
+}
+
+impl OutputCap {
+    fn exceeded(&self, out: &StepOutput, bytes: usize) -> Option<String> {
+        if bytes > self.bytes {
+            return Some(format!(
+                "the model's output in one step passed the cap of {} bytes and was cut off",
+                self.bytes
+            ));
+        }
+        match self.tokens {
+            Some(cap) if out.usage.output_tokens > cap => Some(format!(
+                "the model's output in one step used {} tokens, over the cap of {cap}",
+                out.usage.output_tokens
+            )),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +92,20 @@ struct Assembler {
     since: Option<Instant>,
     /// A reasoning block is open (its `reasoning.completed` is not yet staged).
     reasoning_open: bool,
+    /// Bytes of output so far (text, reasoning, tool-call arguments).
+    bytes: usize,
 }
 
 impl Assembler {
-    fn add(&mut self, emit: &mut Emitter, kind: Kind, text: &str) {
+    /// Adds a delta, keeping no more than fits under `cap` bytes in all (the count still
+    /// grows by the whole delta, so the caller sees the cap passed).
+    fn add(&mut self, emit: &mut Emitter, kind: Kind, text: &str, cap: usize) {
+        let room = cap.saturating_sub(self.bytes);
+        self.bytes = self.bytes.saturating_add(text.len());
+        let text = if text.len() > room { &text[..floor_char_boundary(text, room)] } else { text };
+        if text.is_empty() {
+            return;
+        }
         if self.kind != Some(kind) {
             self.stage_delta(emit);
             if kind == Kind::Text {
@@ -122,6 +166,7 @@ pub(crate) async fn assemble(
     emit: &mut Emitter,
     mut stream: ModelStream,
     cancel: &CancellationToken,
+    cap: OutputCap,
 ) -> bdk_store::Result<(StepOutput, StepEnd)> {
     let mut asm = Assembler::default();
     // Events staged before the step (`turn.started`, `step.started`) wait like a delta: a model
@@ -145,14 +190,15 @@ pub(crate) async fn assemble(
             item = stream.next() => match item {
                 None => break StepEnd::Finished,
                 Some(Ok(event)) => match event {
-                    ModelEvent::TextDelta { text } => asm.add(emit, Kind::Text, &text),
-                    ModelEvent::ReasoningDelta { text } => asm.add(emit, Kind::Reasoning, &text),
+                    ModelEvent::TextDelta { text } => asm.add(emit, Kind::Text, &text, cap.bytes),
+                    ModelEvent::ReasoningDelta { text } => asm.add(emit, Kind::Reasoning, &text, cap.bytes),
                     ModelEvent::ReasoningSignature { signature } => {
                         asm.out.reasoning.get_or_insert_with(Reasoning::default).signature = Some(signature);
                     }
                     ModelEvent::ToolCall { call } => {
                         asm.stage_delta(emit);
                         asm.kind = None;
+                        asm.bytes += call.arguments.len() + call.name.len();
                         asm.out.tool_calls.push(call);
                     }
                     ModelEvent::Usage { usage } => asm.out.usage = usage,
@@ -161,6 +207,9 @@ pub(crate) async fn assemble(
                 Some(Err(ModelError::Cancelled)) => break StepEnd::Cancelled,
                 Some(Err(error)) => break StepEnd::Failed(error),
             },
+        }
+        if let Some(message) = cap.exceeded(&asm.out, asm.bytes) {
+            break StepEnd::TooLarge(message);
         }
         // While an append is in flight the delta keeps growing; it goes out, as one event, once
         // the log has acknowledged the previous one.
@@ -173,6 +222,15 @@ pub(crate) async fn assemble(
     emit.settle().await?;
     asm.finish(emit, matches!(end, StepEnd::Finished));
     Ok((asm.out, end))
+}
+
+/// The largest index `<= at` on a char boundary of `text`.
+fn floor_char_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

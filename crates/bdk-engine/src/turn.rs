@@ -13,7 +13,8 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
-    ActionsRequested, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued, TurnStarted,
+    ActionsRequested, FailureCode, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
+    TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
@@ -24,6 +25,7 @@ use crate::cost;
 use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
 use crate::engine::Core;
+use crate::failure;
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
@@ -71,8 +73,8 @@ pub(crate) struct Persona {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TurnEnd {
     Completed { result: Option<String> },
-    Failed { message: String },
-    Cancelled { message: String },
+    Failed { message: String, error: FailureCode },
+    Cancelled { message: String, error: FailureCode },
 }
 
 /// What a turn task hands back to the actor.
@@ -88,7 +90,7 @@ pub(crate) struct TurnOutcome {
 /// Why the loop stopped early.
 enum Stop {
     Cancelled,
-    Failed(String),
+    Failed(FailureCode, String),
     Store(bdk_store::Error),
 }
 
@@ -123,29 +125,30 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         }
         Err(stop) => stop,
     };
-    let (status, message) = match stop {
-        Stop::Cancelled => {
-            let message = if core.is_draining() { SHUTTING_DOWN } else { INTERRUPTED };
-            (TurnFailStatus::Cancelled, message.to_owned())
+    let (status, code, message) = match stop {
+        Stop::Cancelled if core.is_draining() => {
+            (TurnFailStatus::Cancelled, FailureCode::ShuttingDown, SHUTTING_DOWN.to_owned())
         }
-        Stop::Failed(message) => (TurnFailStatus::Failed, message),
+        Stop::Cancelled => (TurnFailStatus::Cancelled, FailureCode::Cancelled, INTERRUPTED.to_owned()),
+        Stop::Failed(code, message) => (TurnFailStatus::Failed, code, message),
         Stop::Store(error) => {
             tracing::error!(session = %context.session, turn = %context.turn, %error, "turn failed on storage");
-            (TurnFailStatus::Failed, format!("storage failed: {error}"))
+            (TurnFailStatus::Failed, FailureCode::Storage, format!("storage failed: {error}"))
         }
     };
     let spent = (usage != ModelUsage::default() || children != Spent::default()).then_some(usage);
     emit.push(EventData::TurnFailed(TurnFailed {
         status,
         message: message.clone(),
+        error: Some(code),
         usage: spent.as_ref().map(|u| with_children(u, &children)),
         estimated_cost_usd: spent
             .as_ref()
             .map(|u| cost::round_usd(cost::estimate(price.as_ref(), u) + children.cost_usd)),
     }));
     let end = match status {
-        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message },
-        TurnFailStatus::Failed => TurnEnd::Failed { message },
+        TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
+        TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
     };
     TurnOutcome { end, closing: emit.take(), conversation }
 }
@@ -179,7 +182,7 @@ async fn drive(
                 tokio::select! {
                     biased;
                     () = cancel.cancelled() => return Err(Stop::Cancelled),
-                    permit = queued.wait() => Some(permit.ok_or_else(|| Stop::Failed("the turn queue closed".into()))?),
+                    permit = queued.wait() => Some(permit.ok_or_else(|| Stop::Failed(FailureCode::Internal, "the turn queue closed".into()))?),
                 }
             }
         },
@@ -202,7 +205,7 @@ async fn drive(
 
     let mut workspace = match persona {
         Some(p) => p.workspace.clone(),
-        None => workspace::prepare(core, &context.session, &context.workspace).await.map_err(Stop::Failed)?,
+        None => workspace::prepare(core, &context.session, &context.workspace).await.map_err(|message| Stop::Failed(FailureCode::Workspace, message))?,
     };
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
@@ -219,11 +222,13 @@ async fn drive(
         };
         let step_started = Instant::now();
         let model_stream = provider.stream(request, cancel.child_token());
-        let (output, end) = stream::assemble(emit, model_stream, cancel).await?;
+        let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
+        let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
         usage.add(&output.usage);
         match end {
             StepEnd::Cancelled => return Err(Stop::Cancelled),
-            StepEnd::Failed(error) => return Err(Stop::Failed(error.to_string())),
+            StepEnd::Failed(error) => return Err(Stop::Failed(failure::model(&error), error.to_string())),
+            StepEnd::TooLarge(message) => return Err(Stop::Failed(FailureCode::OutputTooLarge, message)),
             StepEnd::Finished => {}
         }
         emit.push(EventData::StepCompleted(StepCompleted {
@@ -289,7 +294,10 @@ async fn drive(
             return Err(Stop::Cancelled);
         }
     }
-    Err(Stop::Failed(format!("the turn used all {max_steps} model steps (max_steps) without a final answer")))
+    Err(Stop::Failed(
+        FailureCode::MaxSteps,
+        format!("the turn used all {max_steps} model steps (max_steps) without a final answer"),
+    ))
 }
 
 /// What the model sees: the registry's tools, then the engine's built-ins (the skill tool when

@@ -163,6 +163,15 @@ pub struct EngineOptions {
     /// Skills, subagents and hooks (`setup::capabilities` builds them from a project). Empty:
     /// none of them.
     pub capabilities: Capabilities,
+    /// Most tool calls one model step may run (`None`: 64); the excess are refused with a tool
+    /// error the model reads.
+    pub max_tool_calls_per_step: Option<usize>,
+    /// Most bytes of output (text, reasoning, tool-call arguments) one model step may produce
+    /// (`None`: 1 MiB); past it the step is cut off and the turn fails with `output_too_large`.
+    pub max_output_bytes: Option<usize>,
+    /// Most output tokens one model step may use, as the provider reports them (`None`: no cap);
+    /// past it the turn fails with `output_too_large`.
+    pub max_output_tokens: Option<u64>,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

@@ -71,6 +71,7 @@ pub enum Code {
     MissingCommandFile,
     ScheduleReceiveUnsupported,
     NotRunYet,
+    SandboxNotEnforced,
 }
 
 impl Code {
@@ -133,6 +134,7 @@ impl Code {
         Code::MissingCommandFile,
         Code::ScheduleReceiveUnsupported,
         Code::NotRunYet,
+        Code::SandboxNotEnforced,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -194,6 +196,7 @@ impl Code {
             Code::MissingCommandFile => "missing_command_file",
             Code::ScheduleReceiveUnsupported => "schedule_receive_unsupported",
             Code::NotRunYet => "not_run_yet",
+            Code::SandboxNotEnforced => "sandbox_not_enforced",
         }
     }
 
@@ -214,7 +217,8 @@ impl Code {
             | Code::UnreachableSubagents
             | Code::MissingCommandFile
             | Code::ScheduleReceiveUnsupported
-            | Code::NotRunYet => Severity::Warning,
+            | Code::NotRunYet
+            | Code::SandboxNotEnforced => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -300,6 +304,9 @@ impl Code {
             }
             Code::NotRunYet => {
                 "this build validates the file but does not act on it yet; see the status section of the README"
+            }
+            Code::SandboxNotEnforced => {
+                "tools run unconfined for now; do not rely on `local.sandbox` to contain the model's shell calls"
             }
         }
     }

@@ -6,6 +6,7 @@
 //! envelope keeps the reference's field order and an unknown `type` from a newer writer lands in
 //! [`EventData::Other`] with its `data` kept verbatim instead of failing the whole log.
 
+mod failure;
 mod payloads;
 #[cfg(test)]
 mod tests;

@@ -118,6 +118,11 @@ pub async fn mount(
         source,
     })?;
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
+    // Tool processes a killed previous run left behind are ended before anything else runs.
+    let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
+    if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {
+        tracing::warn!(%error, ledger = %ledger.display(), "cannot use the tool process ledger");
+    }
     let engine = Engine::with_options(AgentConfig::from_project(&project), store.stores(), provider, tools, options);
     let recovered =
         engine.recover().await.map_err(|source| MountError::Recover { slug: project.slug.clone(), source })?;

@@ -4,7 +4,6 @@
 //! final events, then wait for the connections to close.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::serve::ListenerExt;
@@ -12,6 +11,7 @@ use futures_util::future::join_all;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::listen;
 use crate::routes::app;
 use crate::state::AppState;
 
@@ -33,16 +33,12 @@ pub async fn serve(
     }
     let stop_accepting = CancellationToken::new();
     let router = app(state.clone());
-    // Responses are many small writes (NDJSON lines, chunk frames): with Nagle's algorithm each
-    // one after the first waits for the peer's delayed ACK (~40 ms) on a kept-alive connection.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted connection");
-        }
+    let limits = state.options.connections;
+    let server = listen::run(listener, router, limits, stop_accepting.clone());
+    let mut server = tokio::spawn(async move {
+        server.await;
+        Ok::<(), std::io::Error>(())
     });
-    let server = axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
-    let mut server = tokio::spawn(async move { server.await });
     let timed = crate::timed::start(&state);
 
     tokio::select! {

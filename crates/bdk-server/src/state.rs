@@ -46,6 +46,8 @@ pub struct ServeOptions {
     /// The host runs its own schedule and reminder clocks. `--no-control-plane` clears it: no
     /// clocks, and the `/v1/internal/.../fire` routes exist instead.
     pub control_plane: bool,
+    /// Caps and timeouts on connections (`listen.rs`).
+    pub connections: crate::listen::ConnectionLimits,
 }
 
 impl Default for ServeOptions {
@@ -59,6 +61,7 @@ impl Default for ServeOptions {
             body_limit: DEFAULT_BODY_LIMIT,
             schedules: true,
             control_plane: true,
+            connections: crate::listen::ConnectionLimits::default(),
         }
     }
 }

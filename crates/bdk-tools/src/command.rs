@@ -1,7 +1,9 @@
 //! Running a command tool, one process per call (DESIGN.md §3): argv spawned in its own process
 //! group with the tool's folder as cwd, `{"input", "context"}` on stdin, JSON (or text) on stdout,
-//! a non-zero exit reported with the stderr tail, and the whole group killed on timeout,
-//! cancellation, an output flood, or when the call future is dropped.
+//! a non-zero exit reported with the stderr tail, and the whole group, and every process it
+//! started (`contain.rs`), ended when the tool exits, times out, is cancelled, floods its
+//! output, or when the call future is dropped. The call waits for a slot under the host's cap
+//! on tool processes before it starts.
 //!
 //! This module knows nothing of schemas or policy; the registry validates before it gets here.
 
@@ -16,7 +18,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 use tokio_util::sync::CancellationToken;
 
-use crate::process::{self, Capped, GroupGuard};
+use crate::contain::{self, Contained};
+use crate::process::{self, Capped, Collected, GroupGuard};
 use crate::{CallIdentity, HostAccess, ToolInvocation, ToolOutcome};
 
 /// Environment variable names a command sees.
@@ -183,9 +186,17 @@ pub async fn run(spec: &CommandSpec, context: &CallContext, input: &Value, cance
         return ToolOutcome::error(format!("`{name}` has an empty command"));
     };
     context.apply_env(&mut command);
+    // A slot under the host's cap on tool processes; waiting for it can be cancelled.
+    let _slot = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return ToolOutcome::error(format!("`{name}` was cancelled")),
+        slot = contain::admit() => slot,
+    };
+    let contained = Contained::tag(&mut command);
     let mut child = match process::spawn(&mut command).await {
         Ok(child) => child,
         Err(error) => {
+            contained.end().await;
             let program = spec.argv.first().map(String::as_str).unwrap_or_default();
             return ToolOutcome::error(format!("`{name}` could not start `{program}`: {error}"));
         }
@@ -193,36 +204,15 @@ pub async fn run(spec: &CommandSpec, context: &CallContext, input: &Value, cance
     let mut guard = GroupGuard::new(&child);
     let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
+        guard.finish();
+        contained.end().await;
         return ToolOutcome::error(format!("`{name}` started without its pipes"));
     };
 
     let request = request_bytes(spec.stdin, input, context);
     let writer = tokio::spawn(write_stdin(stdin, request));
     let limits = spec.limits;
-    let pgid = guard.pgid();
-    let io = async {
-        let stdout = async {
-            let read = process::read_capped(stdout, limits.max_output).await;
-            if matches!(read, Ok(Capped::Exceeded)) {
-                // Stop a flood at once rather than waiting for the process to finish.
-                if let Some(pgid) = pgid {
-                    process::kill_group(pgid);
-                }
-            }
-            read
-        };
-        let stderr = process::read_tail(stderr, limits.stderr_tail);
-        let status = async {
-            let status = child.wait().await;
-            // The leader is gone: sweep up whatever it left running in its group, which may
-            // still hold stdout open.
-            if let Some(pgid) = pgid {
-                process::kill_group(pgid);
-            }
-            status
-        };
-        tokio::join!(status, stdout, stderr)
-    };
+    let io = process::collect(&mut child, stdout, stderr, (limits.max_output, limits.stderr_tail), &contained);
 
     let finished = tokio::select! {
         biased;
@@ -234,15 +224,11 @@ pub async fn run(spec: &CommandSpec, context: &CallContext, input: &Value, cance
         done = io => Ok(done),
     };
     writer.abort();
-    let (status, stdout, stderr) = match finished {
-        Ok(done) => {
-            guard.finish();
-            done
-        }
-        Err(message) => {
-            guard.finish();
-            return ToolOutcome::error(message);
-        }
+    guard.finish();
+    contained.end().await;
+    let Collected { status, stdout, stderr } = match finished {
+        Ok(done) => done,
+        Err(message) => return ToolOutcome::error(message),
     };
 
     let status = match status {

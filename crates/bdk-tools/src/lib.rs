@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 pub mod builtins;
 pub mod command;
+pub mod contain;
 mod error;
 pub mod host;
 pub mod native;

@@ -1,14 +1,21 @@
 //! Child processes as the runtime uses them: each in its own process group, killed as a group
-//! (timeouts, cancellation, drop), with stdout read up to a cap and stderr kept as a tail.
-//! Nothing here knows about tools or JSON.
+//! (timeouts, cancellation, drop), with stdout read up to a cap and stderr kept as a tail, and
+//! the result taken when the process exits (not when the last holder of its stdout closes it).
+//! Nothing here knows about tools or JSON; finding escaped processes is `contain.rs`.
 
 use std::io;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+use crate::contain::Contained;
+
+/// How long stdout and stderr may stay open once the process exited and everything it started
+/// was ended; past that, what was read is the output.
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// `ETXTBSY`: a script written a moment ago is still open for writing in a forked sibling.
 const TEXT_FILE_BUSY: i32 = 26;
@@ -31,10 +38,6 @@ pub(crate) struct GroupGuard {
 impl GroupGuard {
     pub(crate) fn new(child: &Child) -> Self {
         Self { pgid: child.id().and_then(|id| i32::try_from(id).ok()) }
-    }
-
-    pub(crate) fn pgid(&self) -> Option<i32> {
-        self.pgid
     }
 
     /// Kills the group now. The guard stays armed: killing twice is harmless while the group
@@ -85,25 +88,91 @@ pub(crate) enum Capped {
     Exceeded,
 }
 
-/// Reads `reader` to EOF, or stops once more than `cap` bytes arrived.
-pub(crate) async fn read_capped(mut reader: impl AsyncRead + Unpin, cap: usize) -> io::Result<Capped> {
+/// What a process gave: its exit status, its stdout (or why not) and the tail of its stderr.
+#[derive(Debug)]
+pub(crate) struct Collected {
+    pub status: io::Result<ExitStatus>,
+    pub stdout: io::Result<Capped>,
+    pub stderr: Vec<u8>,
+}
+
+/// Waits for `child` while reading its output. Once it exits, its group and every process
+/// carrying its tag are ended, and the pipes get [`DRAIN_GRACE`] to close: a grandchild that
+/// escaped and holds stdout cannot hold up the result. A stdout flood past `max_output` kills
+/// the group at once.
+pub(crate) async fn collect(
+    child: &mut Child,
+    stdout: ChildStdout,
+    stderr: ChildStderr,
+    (max_output, stderr_keep): (usize, usize),
+    contained: &Contained,
+) -> Collected {
+    let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     let mut out = Vec::new();
+    let mut err = Vec::new();
+    let (status, read) = {
+        let reading = async {
+            let stdout = async {
+                let read = read_capped_into(stdout, max_output, &mut out).await;
+                if matches!(read, Ok(true))
+                    && let Some(pgid) = pgid
+                {
+                    kill_group(pgid);
+                }
+                read
+            };
+            tokio::join!(stdout, read_tail_into(stderr, stderr_keep, &mut err)).0
+        };
+        let waiting = async {
+            let status = child.wait().await;
+            // The leader is gone: sweep up whatever it left running, in its group or not.
+            if let Some(pgid) = pgid {
+                kill_group(pgid);
+            }
+            contained.sweep().await;
+            status
+        };
+        tokio::pin!(reading, waiting);
+        let mut read = None;
+        let status = loop {
+            tokio::select! {
+                status = &mut waiting => break status,
+                done = &mut reading, if read.is_none() => read = Some(done),
+            }
+        };
+        let read = match read {
+            Some(done) => Some(done),
+            None => tokio::time::timeout(DRAIN_GRACE, &mut reading).await.ok(),
+        };
+        (status, read)
+    };
+    let stdout = match read {
+        Some(Ok(true)) => Ok(Capped::Exceeded),
+        Some(Err(error)) => Err(error),
+        // Complete, or still held open past the grace: what arrived is the output.
+        Some(Ok(false)) | None => Ok(Capped::Complete(out)),
+    };
+    Collected { status, stdout, stderr: err }
+}
+
+/// Reads `reader` to EOF into `out`; `Ok(true)` once more than `cap` bytes arrived (reading
+/// stops).
+async fn read_capped_into(mut reader: impl AsyncRead + Unpin, cap: usize, out: &mut Vec<u8>) -> io::Result<bool> {
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         let n = reader.read(&mut chunk).await?;
         if n == 0 {
-            return Ok(Capped::Complete(out));
+            return Ok(false);
         }
         if out.len() + n > cap {
-            return Ok(Capped::Exceeded);
+            return Ok(true);
         }
         out.extend_from_slice(&chunk[..n]);
     }
 }
 
-/// Reads `reader` to EOF keeping only the last `keep` bytes.
-pub(crate) async fn read_tail(mut reader: impl AsyncRead + Unpin, keep: usize) -> Vec<u8> {
-    let mut tail: Vec<u8> = Vec::new();
+/// Reads `reader` to EOF into `tail`, keeping only the last `keep` bytes.
+async fn read_tail_into(mut reader: impl AsyncRead + Unpin, keep: usize, tail: &mut Vec<u8>) {
     let mut chunk = vec![0u8; 16 * 1024];
     while let Ok(n) = reader.read(&mut chunk).await {
         if n == 0 {
@@ -119,7 +188,6 @@ pub(crate) async fn read_tail(mut reader: impl AsyncRead + Unpin, keep: usize) -
         let cut = tail.len() - keep;
         tail.drain(..cut);
     }
-    tail
 }
 
 /// The last bytes of a stream as text, marked when cut.

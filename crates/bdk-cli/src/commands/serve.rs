@@ -56,7 +56,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         .filter(|t| !t.is_empty())
         .map(|t| BearerToken::parse(t).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         mode,
         dev: args.dev,
         auth: AuthPolicy::from_flags(tokens, args.allow_anonymous),
@@ -66,6 +66,16 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         control_plane: !args.no_control_plane,
         ..ServeOptions::default()
     };
+    options.body_limit = args.body_limit;
+    options.connections = bdk_server::ConnectionLimits {
+        max_connections: args.max_connections.unwrap_or_else(bdk_server::listen::default_max_connections),
+        reserved: args.reserved_connections,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+    };
+    if let Some(max) = args.max_tool_processes {
+        bdk_tools::contain::set_max_processes(max);
+    }
 
     let logs = LogBuffer::default();
     init_logging(&logs);
@@ -100,6 +110,9 @@ async fn serve(
         let options = EngineOptions {
             price: resolved.price,
             host: Some(host_tokens.authority(&slug)),
+            max_tool_calls_per_step: Some(args.max_tool_calls_per_step),
+            max_output_bytes: Some(args.max_output_bytes),
+            max_output_tokens: args.max_output_tokens,
             ..EngineOptions::default()
         };
         let tools = embed.registry(&project, &dir)?;

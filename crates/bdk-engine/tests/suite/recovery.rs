@@ -5,10 +5,10 @@
 use bdk_engine::{Admission, RESTARTED, Trajectory};
 use bdk_model::ScriptedProvider;
 use bdk_protocol::event::{
-    MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
+    FailureCode, MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
-use bdk_store::{EventLog, FsStore, NewEvent, SessionRecord, SessionStore};
+use bdk_store::{EventLog, FsStore, NewEvent, SessionRecord, SessionStatus, SessionStore};
 use std::sync::Arc;
 
 use super::support::*;
@@ -57,6 +57,7 @@ async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
     let Some(EventData::TurnFailed(failed)) = events.iter().rev().nth(1).map(|e| &e.data) else { panic!() };
     assert_eq!(failed.status, TurnFailStatus::Failed);
     assert_eq!(failed.message, RESTARTED);
+    assert_eq!(failed.error, Some(FailureCode::HostRestarted));
     assert!(failed.message.contains("restarted"));
     let listed = within(engine.list(bdk_engine::ListScope::All)).await.unwrap();
     assert_eq!(listed[0].status, "waiting");
@@ -87,4 +88,83 @@ async fn recovery_fails_an_interrupted_task_session() {
     let events = within(engine.events(&id, &alice(), 0)).await.unwrap();
     let Some(EventData::SessionFailed(failed)) = events.last().map(|e| &e.data) else { panic!("{:?}", types(&events)) };
     assert_eq!(failed.message, RESTARTED);
+    assert_eq!(failed.error, Some(FailureCode::HostRestarted));
+}
+
+/// An event log that counts the logs read through it.
+#[derive(Debug)]
+struct CountingLog {
+    inner: Arc<dyn EventLog>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl EventLog for CountingLog {
+    fn append<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_store::SharedEvent>>> {
+        self.inner.append(session, events)
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_protocol::Event>>> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read(session, from, limit)
+    }
+
+    fn follow<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<bdk_store::EventStream>> {
+        self.inner.follow(session, from)
+    }
+
+    fn len<'a>(&'a self, session: &'a SessionId) -> bdk_store::BoxFuture<'a, bdk_store::Result<u64>> {
+        self.inner.len(session)
+    }
+
+    fn release(&self, session: &SessionId) {
+        self.inner.release(session)
+    }
+}
+
+#[tokio::test]
+async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
+    //! Guards: recovery cost follows the sessions that were open. 2,000 settled sessions on
+    //! disk (their records say `waiting`, `completed` or `failed`) have no log read at all (the
+    //! count of log reads, not a clock, is checked, so more sessions prove nothing more); the
+    //! one interrupted session is recovered.
+    let fx = Fixture::echo();
+    let open = {
+        let store = fx.store();
+        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        store.close_log(&id);
+        id
+    };
+    let sessions = fx.dir.path().join("test/sessions");
+    let statuses = [SessionStatus::Waiting, SessionStatus::Completed, SessionStatus::Failed];
+    for i in 0..2_000 {
+        let id = SessionId::generate();
+        let mut record = SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice");
+        record.status = Some(statuses[i % 3]);
+        let dir = sessions.join(id.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("session.json"), serde_json::to_vec(&record).unwrap()).unwrap();
+        std::fs::write(dir.join("events.ndjson"), b"").unwrap();
+    }
+    let store = fx.store();
+    let mut stores = store.stores();
+    let counting = Arc::new(CountingLog { inner: stores.events.clone(), reads: Default::default() });
+    stores.events = counting.clone();
+    let engine = bdk_engine::Engine::new(config(), stores, Arc::new(ScriptedProvider::echo()), fx.tools.clone());
+    assert_eq!(within(engine.recover()).await.unwrap(), 1);
+    assert_eq!(counting.reads.load(std::sync::atomic::Ordering::SeqCst), 1, "only the open session's log is read");
+    let events = within(engine.events(&open, &alice(), 0)).await.unwrap();
+    assert_eq!(events.last().unwrap().event_type(), "session.waiting");
 }

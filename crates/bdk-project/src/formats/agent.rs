@@ -119,6 +119,14 @@ pub fn load_root(src: &SourceFile, diags: &mut Diagnostics) -> RootAgent {
         harness.tools = Some(tools);
     }
     if let Some(local) = file.local {
+        if local.sandbox {
+            diags.report(
+                Code::SandboxNotEnforced,
+                Some(&src.rel),
+                src.pos_of_key("sandbox"),
+                format!("{}: `local.sandbox = true` is accepted but not enforced yet", src.rel),
+            );
+        }
         harness.sandbox = local.sandbox;
         harness.cwd = local.cwd;
     }

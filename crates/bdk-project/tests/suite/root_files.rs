@@ -17,7 +17,8 @@ fn agent_toml_settings_are_read() {
              [local]\nsandbox = true\n",
         )
         .load();
-    assert_clean(&project);
+    // `local.sandbox` is read, and flagged as not enforced yet (the only diagnostic).
+    only(&project, "sandbox_not_enforced").warning().file("bot/agent.toml").line(11);
     assert_eq!(project.name, "Helper");
     assert_eq!(project.slug, "proj");
     assert_eq!(project.harness.max_steps, 12);

@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use crate::ids::{CallId, SessionId, TurnId};
 
+pub use super::failure::FailureCode;
+
 /// How a session behaves after a turn: `chat` waits for follow-ups, `task` runs once and ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +68,9 @@ pub struct SessionCompleted {
 #[serde(rename_all = "camelCase")]
 pub struct SessionFailed {
     pub message: String,
+    /// Why, as a stable code (absent in logs written before codes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<FailureCode>,
 }
 
 /// `agent.bound`: the backing agent or conversation became known.
@@ -163,6 +168,9 @@ pub struct TurnFailed {
     pub status: TurnFailStatus,
     /// Human-readable reason, e.g. `turn interrupted`.
     pub message: String,
+    /// Why, as a stable code (absent in logs written before codes existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<FailureCode>,
     /// Tokens spent before the failure, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,

@@ -31,7 +31,7 @@ fn samples() -> Vec<EventData> {
         EventData::AbAssigned(AbAssigned { experiment: "tone".into(), arm: "b".into() }),
         EventData::SessionWaiting(SessionWaiting {}),
         EventData::SessionCompleted(SessionCompleted { result: Some("done".into()) }),
-        EventData::SessionFailed(SessionFailed { message: "no reply".into() }),
+        EventData::SessionFailed(SessionFailed { message: "no reply".into(), error: Some(FailureCode::MaxSteps) }),
         EventData::AgentBound(AgentBound { agent_id: "bc-1".into(), url: None, model: Some("grok-4.5".into()) }),
         EventData::MessageReceived(MessageReceived { text: "hi".into(), principal: None }),
         EventData::TurnQueued(TurnQueued { position: 2 }),
@@ -46,6 +46,7 @@ fn samples() -> Vec<EventData> {
         EventData::TurnFailed(TurnFailed {
             status: TurnFailStatus::Cancelled,
             message: "turn interrupted".into(),
+            error: Some(FailureCode::Cancelled),
             usage: None,
             estimated_cost_usd: None,
         }),

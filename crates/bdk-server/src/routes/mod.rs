@@ -54,6 +54,10 @@ pub fn app(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(move |mut request: Request, next: Next| async move {
+            // A declared length over the limit is refused before any byte of the body is read.
+            if declared_length(&request).is_some_and(|length| length > limit as u64) {
+                return axum::response::IntoResponse::into_response(ApiError::payload_too_large(limit));
+            }
             request.extensions_mut().insert(BodyLimit(limit));
             next.run(request).await
         }))
@@ -85,6 +89,11 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     // Host services admit by their own per-call token, never by the auth chain.
     let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
     authed.merge(open).merge(host).with_state(state)
+}
+
+/// The request's `Content-Length`, when it has a readable one.
+fn declared_length(request: &Request) -> Option<u64> {
+    request.headers().get(axum::http::header::CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
 }
 
 async fn not_found(request: Request) -> ApiError {

@@ -1,5 +1,6 @@
 mod approvals;
 mod auth;
+mod connections;
 mod errors;
 mod evals;
 mod host;

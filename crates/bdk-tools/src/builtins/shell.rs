@@ -1,5 +1,6 @@
-//! The `shell` tool: `sh -c <command>` in the workspace root, in its own process group (killed
-//! whole on timeout or cancellation), stdin closed, each output stream capped.
+//! The `shell` tool: `sh -c <command>` in the workspace root, in its own process group, stdin
+//! closed, each output stream capped; the command and every process it started (`contain.rs`)
+//! are ended when it exits, times out or is cancelled.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ToolOutcome;
 use crate::command::env;
-use crate::process::{self, Capped, GroupGuard};
+use crate::contain::{self, Contained};
+use crate::process::{self, Capped, Collected, GroupGuard};
 
 /// The timeout when the call gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -34,36 +36,28 @@ pub(super) async fn run(input: &Value, workspace: &Path, cancel: CancellationTok
     let mut command = Command::new("sh");
     command.arg("-c").arg(script).current_dir(workspace).env(env::WORKSPACE_DIR, workspace);
     command.env_remove(env::HOST_TOKEN).env_remove(env::HOST_URL);
+    let _slot = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return ToolOutcome::error("`shell` was cancelled"),
+        slot = contain::admit() => slot,
+    };
+    let contained = Contained::tag(&mut command);
     let mut child = match process::spawn(&mut command).await {
         Ok(child) => child,
-        Err(error) => return ToolOutcome::error(format!("`shell` could not start sh: {error}")),
+        Err(error) => {
+            contained.end().await;
+            return ToolOutcome::error(format!("`shell` could not start sh: {error}"));
+        }
     };
     // Nothing is fed to the command: close stdin at once.
     drop(child.stdin.take());
     let mut guard = GroupGuard::new(&child);
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        guard.finish();
+        contained.end().await;
         return ToolOutcome::error("`shell` started without its pipes");
     };
-    let pgid = guard.pgid();
-    let io = async {
-        let status = async {
-            let status = child.wait().await;
-            if let Some(pgid) = pgid {
-                process::kill_group(pgid);
-            }
-            status
-        };
-        let stdout = async {
-            let read = process::read_capped(stdout, FLOOD_CAP).await;
-            if matches!(read, Ok(Capped::Exceeded))
-                && let Some(pgid) = pgid
-            {
-                process::kill_group(pgid);
-            }
-            read
-        };
-        tokio::join!(status, stdout, process::read_tail(stderr, OUTPUT_CAP))
-    };
+    let io = process::collect(&mut child, stdout, stderr, (FLOOD_CAP, OUTPUT_CAP), &contained);
     let done = tokio::select! {
         biased;
         () = cancel.cancelled() => Err("`shell` was cancelled".to_owned()),
@@ -74,7 +68,8 @@ pub(super) async fn run(input: &Value, workspace: &Path, cancel: CancellationTok
         done = io => Ok(done),
     };
     guard.finish();
-    let (status, stdout, stderr) = match done {
+    contained.end().await;
+    let Collected { status, stdout, stderr } = match done {
         Ok(done) => done,
         Err(message) => return ToolOutcome::error(message),
     };

@@ -4,6 +4,7 @@
 mod agent;
 mod builtins;
 mod command;
+mod containment;
 mod dry_run;
 mod native;
 mod persistent;
