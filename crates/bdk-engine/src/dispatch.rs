@@ -151,7 +151,7 @@ pub(crate) async fn run_calls(
                 let parent = Parent {
                     session: context.session.clone(),
                     workspace: context.workspace.clone(),
-                    settings: context.settings,
+                    settings: context.settings.clone(),
                 };
                 match delegation.open(context.core, &parent).await {
                     Ok(record) => {

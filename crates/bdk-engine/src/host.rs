@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
+use bdk_protocol::CallId;
 use bdk_protocol::event::SessionMode;
 use bdk_store::DataScope;
 use bdk_tools::host::{CallOutcome, FileEntry, HostErrorKind, HostIdentity, HostResult, SendOutcome, SendRequest};

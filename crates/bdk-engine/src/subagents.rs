@@ -239,9 +239,9 @@ async fn run_child(
                 SessionStatus::Completed,
             )
         }
-        TurnEnd::Failed { message } | TurnEnd::Cancelled { message } => (
+        TurnEnd::Failed { message, error } | TurnEnd::Cancelled { message, error } => (
             ToolOutcome::error(format!("subagent `{}` failed: {message}", spec.id)),
-            EventData::SessionFailed(SessionFailed { message }),
+            EventData::SessionFailed(SessionFailed { message, error: Some(error) }),
             SessionStatus::Failed,
         ),
     };

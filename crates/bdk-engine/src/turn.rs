@@ -205,7 +205,9 @@ async fn drive(
 
     let mut workspace = match persona {
         Some(p) => p.workspace.clone(),
-        None => workspace::prepare(core, &context.session, &context.workspace).await.map_err(|message| Stop::Failed(FailureCode::Workspace, message))?,
+        None => workspace::prepare(core, &context.session, &context.workspace)
+            .await
+            .map_err(|message| Stop::Failed(FailureCode::Workspace, message))?,
     };
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);

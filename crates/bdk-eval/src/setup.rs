@@ -60,7 +60,13 @@ impl EvalSetup {
         let tools = (self.tools)(&state).map_err(EvalError::Tools)?;
         let mut config = AgentConfig::from_project(&self.project);
         config.max_running_turns = config.max_running_turns.max(max_concurrency);
-        let options = EngineOptions { price: self.price, host: None };
+        // Skills, subagents and hooks as in production: hooks see eval sessions by their
+        // `purpose`, and their own state (command sinks' `BDK_STATE_ROOT`) is the run's.
+        let options = EngineOptions {
+            price: self.price,
+            capabilities: bdk_engine::capabilities(&self.project, &state),
+            ..EngineOptions::default()
+        };
         Ok(Engine::with_options(config, store.stores(), self.provider.clone(), tools, options))
     }
 }

@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use futures_util::future::join_all;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
