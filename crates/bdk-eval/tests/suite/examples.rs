@@ -49,7 +49,8 @@ fn call(name: &str, input: serde_json::Value) -> ScriptStep {
 async fn run_example(name: &str, scripts: Vec<(&'static str, Vec<ScriptStep>)>) {
     let mut discovery = bdk_project::discover(&[example(name)]);
     let project = discovery.projects.remove(0);
-    assert!(project.diagnostics.is_empty(), "{:?}", project.diagnostics);
+    // Only the parts this build does not run yet may warn (ops-bot's channel and artifacts).
+    assert!(project.diagnostics.iter().all(|d| d.code == "not_run_yet"), "{:?}", project.diagnostics);
     let state = tempfile::tempdir().unwrap();
     let provider: Arc<dyn ModelProvider> = Arc::new(ByConversation { scripts });
     let setup = EvalSetup {

@@ -1,5 +1,5 @@
-//! Parts that validate but do not run yet say so: `artifacts.toml`, `result.toml`, each A/B
-//! experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents and
+//! Parts that validate but do not run yet say so: MCP connections, channels, `artifacts.toml`,
+//! `result.toml`, each A/B experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents and
 //! hooks (which run) get none.
 
 use super::fixture::Fixture;
@@ -13,6 +13,8 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .file("bot/result.toml", "command = [\"sh\", \"-c\", \"cat\"]\n")
         .file("bot/skills/triage.md", "Use when triaging.\n")
         .file("bot/subagents/helper/agent.toml", "description = \"Helps.\"\n")
+        .file("bot/mcp-connections/docs.toml", "command = \"docs-server\"\n")
+        .file("bot/channels/portal.toml", "[[routes]]\nmethod = \"POST\"\npath = \"/x\"\nhandler = [\"t\"]\n")
         .load();
     let mut found: Vec<(String, String)> = project
         .diagnostics
@@ -27,7 +29,17 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .collect();
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(files, ["bot/agent.toml", "bot/artifacts.toml", "bot/result.toml"], "{found:#?}");
+    assert_eq!(
+        files,
+        [
+            "bot/agent.toml",
+            "bot/artifacts.toml",
+            "bot/channels/portal.toml",
+            "bot/mcp-connections/docs.toml",
+            "bot/result.toml"
+        ],
+        "{found:#?}"
+    );
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",
