@@ -51,7 +51,7 @@ pub use error::{EngineError, Result};
 pub use hooks::HookStatus;
 pub use host::{HostAuthority, HostScope, MAX_CALL_DEPTH};
 pub use recovery::RESTARTED;
-pub use setup::{DEFAULT_IDLE_TIMEOUT, capabilities, model_input};
+pub use setup::{DEFAULT_IDLE_TIMEOUT, capabilities, model_input, model_layer};
 pub use subagents::NESTED as NESTED_TASK;
 pub use timed_error::TimedError;
 pub use trajectory::{Trajectory, TrajectoryCall};

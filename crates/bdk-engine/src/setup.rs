@@ -35,7 +35,8 @@ pub fn model_input(project: &Project) -> ModelInput {
     ModelInput { cli: ModelLayer::default(), agent: project.model.as_ref().map(model_layer).unwrap_or_default() }
 }
 
-fn model_layer(model: &ModelDef) -> ModelLayer {
+/// One `[model]` table (an agent's, a subagent's, an eval judge's) as a resolution layer.
+pub fn model_layer(model: &ModelDef) -> ModelLayer {
     ModelLayer {
         model: Some(model.id.clone()).filter(|id| !id.trim().is_empty()),
         provider: model.provider.clone(),

@@ -77,15 +77,7 @@ pub fn judge_provider(project: &Project, agent: &Arc<dyn ModelProvider>) -> Arc<
     let Some(model) = project.evals.as_ref().and_then(|e| e.judge_model.as_ref()) else {
         return agent.clone();
     };
-    let layer = ModelLayer {
-        model: Some(model.id.clone()).filter(|id| !id.trim().is_empty()),
-        provider: model.provider.clone(),
-        base_url: model.base_url.clone(),
-        api_key: None,
-        api_key_env: model.api_key_env.clone(),
-        params: model.params.clone(),
-        pricing: model.pricing.map(|p| Price { input: p.input, output: p.output, cached_input: p.cached_input }),
-    };
+    let layer = bdk_engine::model_layer(model);
     // The judge's settings form the top layer: `BDK_MODEL*` fill in only what it leaves unset.
     let input = ModelInput { cli: layer, agent: ModelLayer::default() };
     let resolved = bdk_model::resolve(&input, &|name| std::env::var(name).ok());
