@@ -69,30 +69,44 @@ fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::
     result.map_err(std::io::Error::other)?
 }
 
-/// Resolves on ctrl-c (SIGINT) or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Resolves on ctrl-c (SIGINT) or SIGTERM. The handlers are installed when this is called, not
+/// when the future is first polled: call it before announcing the server, so a signal sent as
+/// soon as `listening on` is printed is handled (a drain), not the default (the process dies).
+/// Must be called inside a Tokio runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        let install = |kind: SignalKind, name: &'static str| match signal(kind) {
+            Ok(stream) => Some(stream),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for {name}");
+                None
+            }
+        };
+        async fn received(stream: Option<Signal>) {
+            match stream {
+                Some(mut stream) => {
+                    stream.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        let term = install(SignalKind::terminate(), "SIGTERM");
+        let int = install(SignalKind::interrupt(), "ctrl-c");
+        async move {
+            tokio::select! {
+                () = received(int) => tracing::info!("ctrl-c received"),
+                () = received(term) => tracing::info!("SIGTERM received"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if let Err(err) = tokio::signal::ctrl_c().await {
             tracing::warn!(error = %err, "cannot listen for ctrl-c");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("ctrl-c received"),
-        () = term => tracing::info!("SIGTERM received"),
+        tracing::info!("ctrl-c received");
     }
 }

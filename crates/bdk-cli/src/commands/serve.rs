@@ -132,9 +132,12 @@ async fn serve(
     let listener = bind(&args.host, args.port).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let state = AppState::new(agents, options, logs).with_host_tokens(host_tokens).with_evals(evals);
+    // Signal handlers go in before the address is announced: a supervisor (or a test) may send
+    // SIGTERM as soon as it reads `listening on`.
+    let shutdown = bdk_server::shutdown_signal();
     print_startup(&state, addr);
     tracing::info!(%addr, auth = state.options.auth.name(), dev = state.options.dev, "listening");
-    bdk_server::serve(listener, state, bdk_server::shutdown_signal(), args.drain_grace).await.context("serving")?;
+    bdk_server::serve(listener, state, shutdown, args.drain_grace).await.context("serving")?;
     Ok(())
 }
 

@@ -201,6 +201,22 @@ async fn serve_prints_its_address_and_exits_0_on_sigterm() {
     assert!(stderr.contains("shutdown complete"), "{stderr}");
 }
 
+/// A supervisor may send SIGTERM the moment it reads `listening on`: the signal handlers are in
+/// place before that line is printed, so the server drains and exits 0 instead of dying from the
+/// default action (which it did when the handlers were installed on the first poll).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_the_listening_line_still_drains() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "hello", &[]);
+    for _ in 0..5 {
+        let server = Server::start(&["--mode", "single", "--dir", project.to_str().unwrap()]);
+        let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+        assert!(status.success());
+        let (status, stderr) = server.wait();
+        assert_eq!(status.code(), Some(0), "{stderr}");
+    }
+}
+
 /// The kill test: SIGKILL mid-turn, restart on the same state root.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_restarts_with_every_acknowledged_event_and_the_turn_closed() {
