@@ -1,8 +1,6 @@
 //! `max_running_turns`: a turn that finds every slot taken records `turn.queued` with its
 //! position, then runs when a slot frees.
 
-use std::time::Duration;
-
 use bdk_engine::Trajectory;
 use bdk_model::ScriptedProvider;
 use bdk_protocol::EventData;
@@ -13,11 +11,13 @@ use super::support::*;
 async fn a_turn_over_the_limit_queues_then_runs() {
     let mut config = config();
     config.max_running_turns = 1;
-    let slow = say("first").with_delay(Duration::from_millis(100));
-    let fx = Fixture::with(config, ScriptedProvider::new(vec![slow, say("second")]));
+    // A's answer is held until B is queued behind it, so the order never depends on timing.
+    let (fx, gate) = Fixture::gated(config, ScriptedProvider::new(vec![say("first"), say("second")]), 1);
     let a = fx.start("a").await;
     in_step(&fx.engine, &a.session_id, 1).await;
     let b = fx.start("b").await;
+    until(&fx.engine, &b.session_id, |e| e.event_type() == "turn.queued").await;
+    gate.open();
 
     let b_events = settled(&fx.engine, &b.session_id, 1).await;
     assert_eq!(

@@ -48,8 +48,8 @@ async fn preempt_cancels_the_running_turn_then_runs_the_new_message() {
 
 #[tokio::test]
 async fn coalesced_messages_become_one_follow_up_turn() {
-    let slow = say("one").with_delay(Duration::from_millis(300));
-    let fx = Fixture::new(vec![slow, say("merged")]);
+    // The first answer is held until all three messages are in, so none can land after it.
+    let (fx, gate) = Fixture::gated(config(), ScriptedProvider::new(vec![say("one"), say("merged")]), 1);
     let started = fx.start("first").await;
     in_step(&fx.engine, &started.session_id, 1).await;
     let mut token = started.continuation_token.clone();
@@ -59,6 +59,7 @@ async fn coalesced_messages_become_one_follow_up_turn() {
         assert_eq!(accepted.turn_id, None, "coalesced into the next turn");
         token = accepted.continuation_token;
     }
+    gate.open();
     let events = settled(&fx.engine, &started.session_id, 1).await;
     assert_eq!(count(&events, "turn.started"), 2);
     assert_eq!(count(&events, "turn.completed"), 2, "the running turn was not interrupted: {:?}", types(&events));

@@ -81,6 +81,17 @@ impl Fixture {
         Fixture { dir, fs, engine, provider, tools }
     }
 
+    /// A fixture whose model holds its first `held` answers until [`Gated::open`].
+    pub fn gated(config: AgentConfig, provider: ScriptedProvider, held: usize) -> (Self, Arc<Gated>) {
+        let dir = tempfile::tempdir().unwrap();
+        let provider = Arc::new(provider);
+        let gate = Gated::new(provider.clone(), held);
+        let tools = Arc::new(TestTools::default());
+        let fs = FsStore::open(dir.path().join("test")).unwrap();
+        let engine = Engine::new(config, fs.stores(), gate.clone(), tools.clone());
+        (Fixture { dir, fs, engine, provider, tools }, gate)
+    }
+
     /// A fresh store and engine on the same state directory, as after a restart.
     pub fn restart(&self, provider: Arc<ScriptedProvider>) -> Engine {
         engine_at(&self.dir, config(), provider, self.tools.clone())
@@ -240,5 +251,52 @@ impl ToolRegistry for TestTools {
                 other => ToolOutcome::error(format!("unknown tool `{other}`")),
             }
         })
+    }
+}
+
+/// A provider that holds the answers of its first calls until the test opens the gate. A test
+/// that needs a turn still running while something else happens opens it after that thing,
+/// instead of betting on a model delay being long enough on a loaded machine.
+#[derive(Debug)]
+pub struct Gated {
+    inner: Arc<ScriptedProvider>,
+    open: tokio::sync::watch::Sender<bool>,
+    held: AtomicUsize,
+}
+
+impl Gated {
+    pub fn new(inner: Arc<ScriptedProvider>, held: usize) -> Arc<Self> {
+        Arc::new(Gated { inner, open: tokio::sync::watch::Sender::new(false), held: AtomicUsize::new(held) })
+    }
+
+    /// Lets every held answer (and every later one) through.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+}
+
+impl ModelProvider for Gated {
+    fn info(&self) -> bdk_model::ProviderInfo {
+        self.inner.info()
+    }
+
+    fn stream(&self, request: bdk_model::ModelRequest, cancel: CancellationToken) -> bdk_model::ModelStream {
+        let hold = self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        let answer = self.inner.stream(request, cancel.clone());
+        if !hold {
+            return answer;
+        }
+        use futures_util::StreamExt as _;
+        let mut open = self.open.subscribe();
+        Box::pin(
+            futures_util::stream::once(async move {
+                tokio::select! {
+                    _ = open.wait_for(|open| *open) => {}
+                    () = cancel.cancelled() => {}
+                }
+                answer
+            })
+            .flatten(),
+        )
     }
 }
