@@ -28,7 +28,7 @@ pub use presets::{DEFAULT_MODEL, ProviderKind, default_model_params};
 pub use provider::{ModelProvider, ModelStream, ProviderInfo, UnavailableProvider};
 pub use resolve::{ModelInput, ModelLayer, ProviderOptions, ResolvedModel, build, resolve};
 pub use retry::{RetryPolicy, Retrying};
-pub use scripted::{ScriptStep, ScriptedProvider};
+pub use scripted::{REQUESTS_KEPT, ScriptStep, ScriptedProvider};
 pub use types::{
     Effort, FinishReason, Message, ModelEvent, ModelParams, ModelRequest, Reasoning, ToolCall, ToolSpec, Usage,
 };

@@ -104,13 +104,17 @@ fn chunks(text: &str) -> impl Iterator<Item = String> + '_ {
     })
 }
 
+/// How many requests [`ScriptedProvider::requests`] keeps (the newest). The provider also serves
+/// offline demos under `bdk serve`, where an unbounded record would grow with every turn.
+pub const REQUESTS_KEPT: usize = 256;
+
 /// Deterministic provider: a script of steps, or echo.
 #[derive(Debug)]
 pub struct ScriptedProvider {
     model: String,
     script: Option<Vec<ScriptStep>>,
     next: AtomicUsize,
-    requests: Mutex<Vec<ModelRequest>>,
+    requests: Mutex<VecDeque<ModelRequest>>,
 }
 
 impl ScriptedProvider {
@@ -131,9 +135,10 @@ impl ScriptedProvider {
         Ok(Self::new(steps))
     }
 
-    /// Every request received so far, for tests to inspect.
+    /// The requests received so far, oldest first, for tests to inspect: all of them up to
+    /// [`REQUESTS_KEPT`], then the newest that many.
     pub fn requests(&self) -> Vec<ModelRequest> {
-        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+        self.requests.lock().map(|r| r.iter().cloned().collect()).unwrap_or_default()
     }
 
     fn step_for(&self, request: &ModelRequest) -> ScriptStep {
@@ -185,7 +190,10 @@ impl ModelProvider for ScriptedProvider {
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
         let step = self.step_for(&request);
         if let Ok(mut requests) = self.requests.lock() {
-            requests.push(request);
+            if requests.len() == REQUESTS_KEPT {
+                requests.pop_front();
+            }
+            requests.push_back(request);
         }
         let items: VecDeque<_> = step.events().into();
         let state = (items, step.delay, cancel, false);

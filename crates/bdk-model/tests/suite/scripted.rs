@@ -42,6 +42,20 @@ async fn replays_steps_in_order() {
 }
 
 #[tokio::test]
+async fn the_request_record_keeps_only_the_newest() {
+    //! Guards: an echo provider serving a long-running demo does not grow without bound.
+    let provider = ScriptedProvider::echo();
+    let total = bdk_model::REQUESTS_KEPT + 10;
+    for n in 0..total {
+        drop(provider.stream(ask(&format!("m{n}")), CancellationToken::new()));
+    }
+    let kept = provider.requests();
+    assert_eq!(kept.len(), bdk_model::REQUESTS_KEPT);
+    assert_eq!(kept.first().unwrap().messages, [Message::user("m10")]);
+    assert_eq!(kept.last().unwrap().messages, [Message::user(format!("m{}", total - 1))]);
+}
+
+#[tokio::test]
 async fn echo_repeats_the_last_user_message() {
     let provider = ScriptedProvider::echo();
     let request = ModelRequest {
