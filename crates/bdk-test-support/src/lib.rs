@@ -18,5 +18,6 @@
 pub mod anthropic_sse;
 pub mod fake_server;
 pub mod openai_sse;
+pub mod peers;
 
 pub use fake_server::{End, FakeServer, Part, Recorded, Reply, rechunk};
