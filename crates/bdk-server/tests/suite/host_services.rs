@@ -4,13 +4,17 @@
 //! session; the agent-wide scope; no reach into another session's data; `send`; `callTool` (a
 //! write from inside a running turn, bound to its session); host services of direct calls; the
 //! token dies with its call; forged, absent and foreign tokens are 401; proxied requests 403;
-//! path escapes 400.
+//! path escapes 400; `send` never preempts a busy session, refuses another principal's key (403)
+//! and keeps the caller's dry-run.
+
+use std::time::Duration;
 
 use bdk_model::ScriptStep;
+use bdk_server::{AuthPolicy, BearerToken};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::support::{Host, host, within};
+use super::support::{Builder, Host, host, within};
 
 const PROBE_TOML: &str = r#"description = "Calls the host services as its input says."
 effect = "read"
@@ -64,21 +68,29 @@ async fn probe_host(slugs: &[&str], probes: &[Value]) -> Host {
         steps.push(ScriptStep::text("done"));
     }
     steps.extend((0..4).map(|_| ScriptStep::text("ok")));
+    probe_builder(slugs, steps).start().await
+}
+
+/// A host whose agents have the probe and stamp tools, answering with `steps` in order.
+fn probe_builder(slugs: &[&str], steps: Vec<ScriptStep>) -> Builder {
     host()
         .agents(slugs)
         .file("bot/tools/probe.toml", PROBE_TOML)
         .file("bot/lib/probe.py", PROBE_PY)
         .file("bot/tools/stamp.toml", STAMP_TOML)
         .script(steps)
-        .start()
-        .await
 }
 
 /// Starts a session, waits for its probe call, and returns (session id, the probe's output).
 async fn run_probe(host: &Host) -> (String, Value) {
     let id = host.start_session("probe").await.session_id.to_string();
-    host.wait_for(&id, "session.waiting", None).await;
-    let events = host.events(&id).await;
+    (id.clone(), probe_output(host, &id).await)
+}
+
+/// Waits for session `id`'s turn to settle and returns its probe call's output.
+async fn probe_output(host: &Host, id: &str) -> Value {
+    host.wait_for(id, "session.waiting", None).await;
+    let events = host.events(id).await;
     let data = events
         .iter()
         .map(|e| serde_json::to_value(e).unwrap())
@@ -86,7 +98,7 @@ async fn run_probe(host: &Host) -> (String, Value) {
         .expect("the probe's action.result")["data"]
         .clone();
     assert_eq!(data["isError"], json!(false), "{data}");
-    (id, data["result"].clone())
+    data["result"].clone()
 }
 
 /// The `i`-th reply: asserts its status and returns its body.
@@ -273,6 +285,84 @@ async fn send_starts_then_resumes_a_channel_session() {
     let sent = sessions.iter().find(|s| s["sessionId"] == first["sessionId"]).unwrap();
     assert_eq!(sent["channel"], json!("ops"));
     assert_eq!(sent["principal"], json!("local"), "sent as the calling session's principal");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_never_preempts_a_busy_session() {
+    // The probe sends twice to `ops:inc-8`; the session the first send starts is still in its
+    // slow first turn when the second arrives (both sends are made within one tool call).
+    let send = |message: &str| post("/send", json!({"channel": "ops", "message": message, "continuationKey": "inc-8"}));
+    let mut steps = vec![ScriptStep::tool_call("c0", "probe", json!({"steps": [send("first"), send("second")]}))];
+    steps.extend((0..3).map(|_| ScriptStep::text("answered").with_delay(Duration::from_secs(3))));
+    let host = probe_builder(&["hello"], steps).start().await;
+    let (_, out) = run_probe(&host).await;
+    let first = reply(&out, 0, 200).clone();
+    let second = reply(&out, 1, 200);
+    assert_eq!(second["sessionId"], first["sessionId"]);
+    assert!(first["turnId"].is_string(), "{first}");
+    assert_eq!(second["turnId"], Value::Null, "joined the running turn's follow-ups: {second}");
+
+    let sent = first["sessionId"].as_str().unwrap();
+    let settled = host.wait_for(sent, "turn.completed", None).await;
+    host.wait_for(sent, "turn.completed", Some(settled.index)).await;
+    let events = host.events(sent).await;
+    let kinds: Vec<String> = events.iter().map(|e| e.event_type().to_owned()).collect();
+    assert!(!kinds.iter().any(|t| t == "turn.failed"), "nothing was preempted: {kinds:?}");
+    let turns: Vec<_> = events.iter().filter(|e| e.event_type() == "turn.started").collect();
+    assert_eq!(turns.len(), 2, "{kinds:?}");
+    assert_eq!(turns[0].turn_id.as_ref().map(ToString::to_string), first["turnId"].as_str().map(str::to_owned));
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_refuses_a_key_another_principal_owns() {
+    let send = json!([post("/send", json!({"channel": "ops", "message": "mine", "continuationKey": "inc-9"}))]);
+    let host = probe_builder(
+        &["hello"],
+        vec![
+            ScriptStep::tool_call("c0", "probe", json!({"steps": send})),
+            ScriptStep::text("done"),
+            ScriptStep::text("ok"),
+            ScriptStep::tool_call("c1", "probe", json!({"steps": send})),
+            ScriptStep::text("done"),
+        ],
+    )
+    .options(|o| {
+        o.auth = AuthPolicy::from_flags(
+            vec![BearerToken::parse("alice=alice-secret").unwrap(), BearerToken::parse("bob=bob-secret").unwrap()],
+            false,
+        )
+    })
+    .token("alice-secret")
+    .start()
+    .await;
+    let (_, alice) = run_probe(&host).await;
+    let owned = reply(&alice, 0, 200);
+    let sent = owned["sessionId"].as_str().unwrap().to_owned();
+    host.wait_for(&sent, "session.waiting", None).await;
+
+    let bob = host.as_token(Some("bob-secret"));
+    let (_, out) = run_probe(&bob).await;
+    assert_eq!(reply(&out, 0, 403)["error"], json!("forbidden"), "{out}");
+    let events = host.events(&sent).await;
+    let received = events.iter().filter(|e| e.event_type() == "message.received").count();
+    assert_eq!(received, 1, "bob's message never reached alice's session");
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_sessions_sends_start_dry_run_sessions() {
+    let steps = json!([post("/send", json!({"channel": "ops", "message": "rehearse", "continuationKey": "drill"}))]);
+    let host = probe_host(&["hello"], &[steps]).await;
+    let started = host.post("/v1/session", &json!({"message": "probe", "dryRun": true})).await;
+    assert_eq!(started.status, StatusCode::OK, "{}", started.text);
+    let caller = started.body["sessionId"].as_str().unwrap().to_owned();
+    let out = probe_output(&host, &caller).await;
+    let sent = reply(&out, 0, 200)["sessionId"].as_str().unwrap().to_owned();
+    let first = serde_json::to_value(&host.events(&sent).await[0]).unwrap();
+    assert_eq!(first["type"], json!("session.started"));
+    assert_eq!(first["data"]["dryRun"], json!(true), "{first}");
     host.shutdown().await;
 }
 

@@ -2,7 +2,8 @@
 //! row of the reference's error table (unknown_tool with the callable names, tool_not_callable,
 //! invalid_tool_input with the validation errors, invalid_continuation_token, session_not_found,
 //! session_busy, workspace_unavailable, and `isError: true` in a 200), the success envelope, the
-//! scratch workspace's removal, session and token binding, the owner check and auth.
+//! scratch workspace's removal, session and token binding, the owner check and auth; approvals
+//! never gate a direct call, and a bound call keeps its session's `dryRun` and `asOf`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,6 +48,31 @@ const AGENT_ECHO: &str = r##"description = "Echo from the agent workspace."
 execution = "agent"
 script = "#!/bin/sh\ncat\n"
 "##;
+
+/// Needs a person when the model calls it; a direct call is not the model's choice.
+const GATED: &str = r#"description = "Needs approval."
+effect = "read"
+needs_approval = true
+command = ["sh", "-c", "cat"]
+"#;
+
+/// A write with a dry-run stub; for real it leaves `published.txt` in the workspace.
+const PUBLISH: &str = r#"description = "Publish."
+effect = "write"
+dry_run_result = { published = false }
+command = ["sh", "-c", "cat > /dev/null; touch \"$BDK_WORKSPACE_DIR/published.txt\"; echo '{\"published\": true}'"]
+"#;
+
+/// A read whose `not_after` is a time bound under `asOf`.
+const WINDOW: &str = r#"description = "Read up to an instant."
+effect = "read"
+time_args = ["not_after"]
+command = ["sh", "-c", "cat"]
+
+[input_schema]
+type = "object"
+properties = { not_after = { type = "string" } }
+"#;
 
 fn with_tools(builder: Builder) -> Builder {
     builder
@@ -291,4 +317,60 @@ async fn a_malformed_body_is_invalid_request() {
     let host = tools_host().await;
     call(&host, "echo_read", json!({"input": {}, "session_id": "ses_x"})).await.assert_error(400, "invalid_request");
     call(&host, "echo_read", json!("text")).await.assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn direct_calls_skip_approvals() {
+    let host = with_tools(host()).file("bot/tools/gated.toml", GATED).start().await;
+    let result = ok_result(&call(&host, "gated", json!({"input": {"x": 1}})).await, "gated");
+    assert_eq!(result["input"], json!({"x": 1}));
+
+    let (id, _) = idle_session(&host).await;
+    let bound = call(&host, "gated", json!({"input": {}, "sessionId": id})).await;
+    assert_eq!(bound.body["isError"], json!(false), "{}", bound.text);
+    let kinds = types(&host.events(&id).await);
+    assert!(!kinds.iter().any(|t| t.starts_with("action.approval")), "nothing was parked: {kinds:?}");
+    let parked = host.get(&format!("/v1/session/{id}/approvals")).await;
+    assert_eq!(parked.body["approvals"], json!([]), "{}", parked.text);
+}
+
+#[tokio::test]
+async fn a_bound_call_keeps_the_sessions_dry_run() {
+    let host = with_tools(host()).file("bot/tools/publish.toml", PUBLISH).start().await;
+    let started = host.post("/v1/session", &json!({"message": "hi", "dryRun": true})).await;
+    assert_eq!(started.status.as_u16(), 200, "{}", started.text);
+    let id = started.body["sessionId"].as_str().unwrap().to_owned();
+    host.wait_for(&id, "session.waiting", None).await;
+
+    let stubbed = ok_result(&call(&host, "publish", json!({"input": {}, "sessionId": id})).await, "publish");
+    assert_eq!(stubbed, json!({"published": false}), "the write was stubbed");
+    // Reads still run, and see the session's dry-run.
+    let read = ok_result(&call(&host, "echo_read", json!({"input": {}, "sessionId": id})).await, "echo_read");
+    assert_eq!(read["context"]["dryRun"], json!(true), "{read}");
+    let workspace = PathBuf::from(read["context"]["workspaceDir"].as_str().unwrap());
+    assert!(!workspace.join("published.txt").exists(), "the stubbed write never ran");
+    // Unbound, the same call runs for real.
+    assert_eq!(ok_result(&call(&host, "publish", json!({"input": {}})).await, "publish"), json!({"published": true}));
+}
+
+#[tokio::test]
+async fn a_bound_call_keeps_the_sessions_as_of() {
+    let host = with_tools(host()).file("bot/tools/window.toml", WINDOW).start().await;
+    let started = host.post("/v1/session", &json!({"message": "hi", "asOf": "2025-01-31T12:00:00Z"})).await;
+    assert_eq!(started.status.as_u16(), 200, "{}", started.text);
+    let id = started.body["sessionId"].as_str().unwrap().to_owned();
+    host.wait_for(&id, "session.waiting", None).await;
+
+    let late = json!({"input": {"not_after": "2025-02-01T00:00:00Z"}, "sessionId": id});
+    let refused = call(&host, "window", late).await;
+    assert_eq!(refused.status.as_u16(), 200, "{}", refused.text);
+    assert_eq!(refused.body["isError"], json!(true), "a bound past asOf is refused: {}", refused.text);
+    assert!(refused.body["result"].to_string().contains("not_after"), "{}", refused.text);
+
+    let early = json!({"input": {"not_after": "2025-01-01T00:00:00Z"}, "sessionId": id});
+    let result = ok_result(&call(&host, "window", early).await, "window");
+    assert_eq!(result["context"]["asOf"], json!("2025-01-31T12:00:00Z"), "{result}");
+    // Unbound, there is no frozen time to enforce.
+    let free = call(&host, "window", json!({"input": {"not_after": "2025-02-01T00:00:00Z"}})).await;
+    assert_eq!(free.body["isError"], json!(false), "{}", free.text);
 }
