@@ -8,6 +8,7 @@ mod native;
 mod run;
 mod schedules;
 mod serve;
+mod serve_listen;
 mod serve_model;
 mod support;
 mod validate;

@@ -44,12 +44,19 @@ impl Server {
     pub(super) fn start(args: &[&str]) -> Server {
         let mut command = bdk();
         command.arg("serve").arg("--port").arg("0").args(args);
+        Server::launch(command, &[])
+    }
+
+    /// Starts `command` (a `bdk serve ...`) with no model or token settings from this
+    /// environment, only `envs`, and waits for its `listening on` line.
+    pub(super) fn launch(mut command: Command, envs: &[(&str, &str)]) -> Server {
         // No model settings or provider keys from the environment: each test's agent.toml decides.
         let model_vars = ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY"];
         let keys = ["XAI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
         for var in model_vars.into_iter().chain(keys).chain(["BDK_BEARER_TOKEN"]) {
             command.env_remove(var);
         }
+        command.envs(envs.iter().copied());
         let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn bdk serve");
         let stdout = child.stdout.take().unwrap();
         let (lines_tx, lines) = mpsc::channel();
@@ -77,12 +84,12 @@ impl Server {
         Server { origin: origin.to_owned(), child, stderr }
     }
 
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Waits for the process to exit; returns its status and stderr.
-    fn wait(mut self) -> (ExitStatus, String) {
+    pub(super) fn wait(mut self) -> (ExitStatus, String) {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
