@@ -154,6 +154,22 @@ async fn dropping_the_call_kills_its_processes() {
 }
 
 #[tokio::test]
+async fn a_normal_exit_ends_the_processes_it_left_behind() {
+    //! Guards: a tool that succeeds while a background child it started keeps running (its
+    //! output sent elsewhere, so nothing holds the tool's stdout) answers at once, and the
+    //! child is ended with the call.
+    let bot = Bot::new();
+    let pidfile = bot.dir.path().join("leftover.pid");
+    let script = format!("sleep 300 > /dev/null 2>&1 & echo $! > {}; echo '{{\"done\": true}}'", pidfile.display());
+    let tools = bot.registry(vec![bot.command("quick", &["sh", "-c", &script])]);
+    let outcome = call(&tools, bot.invocation("quick", json!({}))).await;
+    assert!(!outcome.is_error, "the result did not wait for the leftover: {:?}", outcome.result);
+    assert_eq!(outcome.result, json!({"done": true}));
+    let pid = read_pid(&pidfile).await;
+    wait_dead(pid).await;
+}
+
+#[tokio::test]
 async fn an_output_flood_is_cut_off() {
     //! Guards: stdout past the cap kills the tool at once and is an error naming the limit.
     let bot = Bot::new();
