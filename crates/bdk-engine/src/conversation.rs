@@ -170,6 +170,10 @@ fn push_step(messages: &mut Vec<Message>, step: &Step) {
 }
 
 #[cfg(test)]
+#[path = "conversation_props.rs"]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use bdk_protocol::SessionId;
     use bdk_protocol::event::{
