@@ -187,4 +187,58 @@ mod tests {
         assert_eq!(r.next_index, 1);
         assert_eq!(r.dropped_bytes, line(5).len() as u64);
     }
+
+    mod props {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// A valid line `index` whose payload is `pad` bytes long.
+        fn padded(index: u64, pad: usize) -> String {
+            let data = "x".repeat(pad);
+            format!(
+                "{{\"type\":\"message.appended\",\"index\":{index},\"sessionId\":\"ses_a\",\"at\":\"2025-01-01T00:00:00.000Z\",\"data\":{{\"delta\":\"{data}\"}}}}\n"
+            )
+        }
+
+        proptest! {
+            /// Any torn tail (the log cut at any byte, then any partial write without a newline)
+            /// recovers exactly the complete lines before the cut, truncates the file to them,
+            /// and a second recovery finds nothing to drop.
+            #[test]
+            fn any_torn_tail_keeps_exactly_the_complete_lines(
+                pads in prop::collection::vec(0usize..40, 0..20),
+                cut in any::<prop::sample::Index>(),
+                torn in prop::collection::vec(any::<u8>().prop_filter("no newline", |b| *b != b'\n'), 0..64),
+            ) {
+                let lines: Vec<String> = pads.iter().enumerate().map(|(i, pad)| padded(i as u64, *pad)).collect();
+                let content = lines.concat().into_bytes();
+                let cut = cut.index(content.len() + 1);
+                let mut written = content[..cut].to_vec();
+                written.extend_from_slice(&torn);
+
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("events.ndjson");
+                fs::write(&path, &written).unwrap();
+                let r = recover(&path, &SyncCounters::default()).unwrap();
+
+                let mut kept = 0u64;
+                let mut kept_len = 0usize;
+                for line in &lines {
+                    if kept_len + line.len() > cut {
+                        break;
+                    }
+                    kept_len += line.len();
+                    kept += 1;
+                }
+                prop_assert_eq!(r.next_index, kept);
+                prop_assert_eq!(r.len, kept_len as u64);
+                prop_assert_eq!(r.dropped_bytes, (written.len() - kept_len) as u64);
+                prop_assert_eq!(fs::read(&path).unwrap(), content[..kept_len].to_vec());
+
+                let again = recover(&path, &SyncCounters::default()).unwrap();
+                prop_assert_eq!((again.next_index, again.len, again.dropped_bytes), (kept, kept_len as u64, 0));
+            }
+        }
+    }
 }
