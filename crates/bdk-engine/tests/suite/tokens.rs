@@ -1,5 +1,6 @@
 //! Continuation tokens and ownership: racing follow-ups on one token, stale tokens, stable
-//! channel tokens, and the owner check on every per-session call.
+//! channel tokens, the owner check on every per-session call, and a property test of rotation
+//! over any sequence of current, earlier, foreign and tampered tokens.
 
 use std::collections::HashSet;
 
@@ -116,4 +117,77 @@ async fn unknown_sessions_are_not_found() {
     assert!(matches!(missing, Err(EngineError::SessionNotFound(_))), "{missing:?}");
     let empty = within(fx.engine.start_session(start("  ", SessionMode::Chat))).await;
     assert!(matches!(empty, Err(EngineError::InvalidRequest(_))), "{empty:?}");
+}
+
+/// What a generated follow-up presents.
+#[derive(Debug, Clone)]
+enum Presented {
+    /// The session's current token.
+    Current,
+    /// The `n`-th token the session had (modulo how many it has had).
+    Earlier(usize),
+    /// A well-formed token the session never had.
+    Foreign,
+    /// Its current token with one character changed.
+    Tampered,
+}
+
+fn presented() -> impl proptest::strategy::Strategy<Value = Presented> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => Just(Presented::Current),
+        2 => any::<usize>().prop_map(Presented::Earlier),
+        1 => Just(Presented::Foreign),
+        1 => Just(Presented::Tampered),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    /// Any sequence of follow-ups (each with the current, an earlier, a foreign or a tampered
+    /// token, with preempt or coalesce admission): exactly those presenting the current token are
+    /// accepted, each acceptance rotates to a token never seen before, every other one is
+    /// `StaleToken` and changes nothing, and the stored record ends on the last token handed out.
+    #[test]
+    fn only_the_current_token_is_ever_accepted(
+        ops in proptest::collection::vec((presented(), proptest::prelude::any::<bool>()), 1..10),
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        runtime.block_on(async {
+            let fx = Fixture::echo();
+            let started = fx.start("hello").await;
+            let id = started.session_id.clone();
+            let mut seen = vec![started.continuation_token.clone()];
+            let mut accepted = 0usize;
+            for (i, (presented, preempt)) in ops.into_iter().enumerate() {
+                let current = seen.last().unwrap().clone();
+                let token = match presented {
+                    Presented::Current => current.clone(),
+                    Presented::Earlier(n) => seen[n % seen.len()].clone(),
+                    Presented::Foreign => "http:00000000000000000000000000000000".to_owned(),
+                    Presented::Tampered => {
+                        let mut t = current.clone();
+                        let last = t.pop().unwrap();
+                        t.push(if last == '0' { '1' } else { '0' });
+                        t
+                    }
+                };
+                let admission = if preempt { Admission::Preempt } else { Admission::Coalesce };
+                let outcome = within(fx.engine.follow_up(&id, follow(&format!("m{i}"), &token, admission))).await;
+                if token == current {
+                    let ok = outcome.unwrap_or_else(|e| panic!("the current token was refused: {e:?}"));
+                    assert!(!seen.contains(&ok.continuation_token), "a rotated token is new");
+                    seen.push(ok.continuation_token);
+                    accepted += 1;
+                } else {
+                    assert!(matches!(outcome, Err(EngineError::StaleToken(_))), "{outcome:?}");
+                }
+            }
+            let record = within(fx.engine.session(&id, &alice())).await.unwrap();
+            assert_eq!(record.continuation_token.as_deref(), seen.last().map(String::as_str));
+            let events = within(fx.engine.events(&id, &alice(), 0)).await.unwrap();
+            assert_eq!(count(&events, "message.received"), 1 + accepted);
+        });
+    }
 }
