@@ -8,12 +8,11 @@ use std::process::Output;
 use serde_json::{Value, json};
 
 use super::serve::{Server, write_project};
-use super::support::{bdk, example};
+use super::support::{OutputWithin, bdk, example};
 
 /// Runs `bdk call ARGS`; returns the exit code, the parsed stdout envelope and stderr.
 fn call(args: &[&str]) -> (i32, Value, String) {
-    let Output { status, stdout, stderr } =
-        bdk().arg("call").args(args).env_remove("BDK_TOKEN").output().expect("run bdk call");
+    let Output { status, stdout, stderr } = bdk().arg("call").args(args).env_remove("BDK_TOKEN").output_within();
     let stdout = String::from_utf8_lossy(&stdout).into_owned();
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
     let envelope = serde_json::from_str(&stdout).unwrap_or_else(|_| panic!("stdout is not JSON: {stdout}\n{stderr}"));

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::serve::{Server, client, within, write_project};
-use super::support::bdk;
+use super::support::{OutputWithin, bdk};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cost_over_http_prints_what_cost_dir_prints() {
@@ -53,7 +53,7 @@ async fn cost_over_http_prints_what_cost_dir_prints() {
     .await;
 
     let run = |args: Vec<String>| {
-        let output = bdk().args(&args).env_remove("BDK_TOKEN").output().unwrap();
+        let output = bdk().args(&args).env_remove("BDK_TOKEN").output_within();
         (
             output.status.code(),
             String::from_utf8_lossy(&output.stdout).into_owned(),

@@ -9,7 +9,7 @@ use std::process::Command;
 use bdk_test_support::{FakeServer, Reply, openai_sse as oa};
 use serde_json::Value;
 
-use super::support::bdk;
+use super::support::{OutputWithin, bdk};
 
 fn write(dir: &Path, rel: &str, body: &str) {
     let path = dir.join(rel);
@@ -57,7 +57,7 @@ fn hermetic() -> Command {
 }
 
 async fn output(mut command: Command) -> (i32, String, String) {
-    let out = tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap();
+    let out = tokio::task::spawn_blocking(move || command.output_within()).await.unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),
@@ -142,7 +142,7 @@ for case in suite.findall('testcase'):
     rate = [p.get('value') for p in case.iter('property') if p.get('name') == 'passRate'][0]
     print(case.get('name'), 'failed' if failure is not None else 'passed', rate, (failure.get('message') if failure is not None else ''))
 "#;
-    let parsed = std::process::Command::new("python3").arg("-c").arg(script).arg(&junit).output().unwrap();
+    let parsed = std::process::Command::new("python3").arg("-c").arg(script).arg(&junit).output_within();
     assert!(parsed.status.success(), "{}", String::from_utf8_lossy(&parsed.stderr));
     let parsed = String::from_utf8(parsed.stdout).unwrap();
     let lines: Vec<&str> = parsed.lines().collect();

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::support::{bdk, example};
+use super::support::{OutputWithin, bdk, example};
 
 /// `bdk` with the scripted model and no model settings inherited from the environment.
 fn offline() -> Command {
@@ -20,7 +20,7 @@ fn offline() -> Command {
 }
 
 fn output(command: &mut Command) -> (i32, String, String) {
-    let out = command.output().expect("run bdk");
+    let out = command.output_within();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into(),

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::support::bdk;
+use super::support::{OutputWithin, bdk};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -171,7 +171,7 @@ fn serve_refuses_a_project_with_errors() {
     let dir = root.path().join("broken");
     std::fs::create_dir_all(dir.join("bot")).unwrap();
     std::fs::write(dir.join("bot/agent.toml"), "name = 3\n").unwrap();
-    let output = bdk().args(["serve", "--port", "0", "--dir"]).arg(&dir).output().unwrap();
+    let output = bdk().args(["serve", "--port", "0", "--dir"]).arg(&dir).output_within();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("error[") && stderr.contains("not serving"), "{stderr}");
@@ -183,7 +183,7 @@ fn single_mode_needs_exactly_one_agent() {
     let root = tempfile::tempdir().unwrap();
     write_project(root.path(), "a", &[]);
     write_project(root.path(), "b", &[]);
-    let output = bdk().args(["serve", "--port", "0", "--mode", "single", "--dir"]).arg(root.path()).output().unwrap();
+    let output = bdk().args(["serve", "--port", "0", "--mode", "single", "--dir"]).arg(root.path()).output_within();
     assert_eq!(output.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&output.stderr).contains("exactly one agent"));
 }

@@ -1,15 +1,64 @@
 //! Running the `bdk` binary and snapshotting its output with machine-specific parts filtered.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any one command a test runs may take before the test fails (a `serve` that starts
+/// instead of refusing must fail the test, not hang the suite).
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(180);
 
 pub fn bdk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bdk"))
 }
 
+/// `Command::output` with [`COMMAND_TIMEOUT`]: the child is killed and the test panics when it
+/// runs past it. Stdin is empty, as with `output`.
+pub trait OutputWithin {
+    fn output_within(&mut self) -> Output;
+}
+
+impl OutputWithin for Command {
+    fn output_within(&mut self) -> Output {
+        let mut child = self
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", self.get_program()));
+        let drain = |mut pipe: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = pipe.read_to_end(&mut bytes);
+                bytes
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().unwrap()));
+        let stderr = drain(Box::new(child.stderr.take().unwrap()));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > COMMAND_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{:?} {:?} ran past {COMMAND_TIMEOUT:?}",
+                    self.get_program(),
+                    self.get_args().collect::<Vec<_>>()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+    }
+}
+
 /// Runs `bdk` with `args`; returns (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
-    let Output { status, stdout, stderr } = bdk().args(args).output().expect("run bdk");
+    let Output { status, stdout, stderr } = bdk().args(args).output_within();
     (
         status.code().unwrap_or(-1),
         String::from_utf8_lossy(&stdout).into_owned(),
