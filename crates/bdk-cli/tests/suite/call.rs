@@ -133,3 +133,30 @@ fn url_posts_to_a_running_server_and_prints_what_dir_prints() {
     assert_eq!(code, 3, "{envelope}");
     assert_eq!(envelope["error"], json!("unauthorized"));
 }
+
+#[test]
+fn input_dash_reads_the_input_from_stdin() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let state = tempfile::tempdir().unwrap();
+    let mut child = bdk()
+        .args(["call", "word_count", "--dir", &example("hello"), "--input", "-", "--state-root"])
+        .arg(state.path())
+        .env_remove("BDK_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(br#"{"text": "read from stdin"}"#).unwrap();
+    let deadline = std::time::Instant::now() + super::support::COMMAND_TIMEOUT;
+    while child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "bdk call did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let Output { status, stdout, stderr } = child.wait_with_output().unwrap();
+    let envelope: Value = serde_json::from_slice(&stdout).unwrap();
+    assert_eq!(status.code(), Some(0), "{envelope}\n{}", String::from_utf8_lossy(&stderr));
+    assert_eq!(envelope["result"]["words"], json!(3), "{envelope}");
+}

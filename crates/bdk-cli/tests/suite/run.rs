@@ -116,3 +116,21 @@ fn cost_reads_the_session_from_the_state_directory() {
     assert_ne!(code, 0);
     assert!(stderr.contains("not found"), "{stderr}");
 }
+
+#[test]
+fn a_failed_turn_exits_3_with_its_error() {
+    // A model server that refuses connections: the turn fails, and `run` says so.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", closed.local_addr().unwrap());
+    drop(closed);
+    let state = tempfile::tempdir().unwrap();
+    let mut command = bdk();
+    for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_API_KEY"] {
+        command.env_remove(var);
+    }
+    command.env("BDK_MODEL_BASE_URL", &url).env("BDK_MODEL_API_KEY", "test-key");
+    let (code, stdout, stderr) =
+        output(command.args(["run", "--dir", &example("hello"), "--message", "hi", "--state-root"]).arg(state.path()));
+    assert_eq!(code, 3, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stderr.contains("Connection refused"), "the failure is printed: {stderr}");
+}
