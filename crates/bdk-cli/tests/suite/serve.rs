@@ -127,13 +127,15 @@ pub(super) async fn within<T>(what: &str, future: impl std::future::Future<Outpu
 struct Stream {
     response: reqwest::Response,
     buffer: Vec<u8>,
+    /// The response ended with its proper end (not an error or a reset).
+    ended_cleanly: bool,
 }
 
 impl Stream {
     async fn open(url: String) -> Stream {
         let response = within("the stream", client().get(url).send()).await.unwrap();
         assert_eq!(response.status(), 200);
-        Stream { response, buffer: Vec::new() }
+        Stream { response, buffer: Vec::new(), ended_cleanly: false }
     }
 
     /// The next event, or `None` when the stream ended (cleanly or not).
@@ -146,7 +148,11 @@ impl Stream {
                 }
                 match self.response.chunk().await {
                     Ok(Some(chunk)) => self.buffer.extend_from_slice(&chunk),
-                    Ok(None) | Err(_) => return None,
+                    Ok(None) => {
+                        self.ended_cleanly = true;
+                        return None;
+                    }
+                    Err(_) => return None,
                 }
             }
         })
@@ -282,14 +288,16 @@ async fn a_killed_server_restarts_with_every_acknowledged_event_and_the_turn_clo
     }
 }
 
-/// SIGTERM mid-turn: the turn gets the grace period, is cancelled, its closing events reach the
-/// stream, and the process exits 0. A restart finds nothing left to recover.
+/// SIGTERM mid-turn: new connections are refused at once while the open stream keeps
+/// streaming; the turn gets the grace period, is cancelled, its closing events reach the stream,
+/// which then ends cleanly (not by a reset), and the process exits 0. A restart finds nothing
+/// left to recover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_running_turns_and_exits_0() {
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
-    let project = write_project(&root.path().join("projects"), "slow", &[&slow_step(400, 25)]);
-    let args = ["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap(), "--drain-grace", "300ms"];
+    let project = write_project(&root.path().join("projects"), "slow", &[&slow_step(4000, 25)]);
+    let args = ["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap(), "--drain-grace", "5s"];
     let server = Server::start(&args);
     let base = format!("{}/slow", server.origin);
     let (_, started) = post(format!("{base}/v1/session"), json!({"message": "long"})).await;
@@ -299,6 +307,20 @@ async fn sigterm_drains_running_turns_and_exits_0() {
 
     let began = Instant::now();
     assert!(Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap().success());
+    // The listener stops accepting while the turn is still in its grace period.
+    let health = format!("{}/v1/health", server.origin);
+    within("new connections refused", async {
+        loop {
+            let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+            match fresh.get(&health).send().await {
+                Err(_) => break,
+                Ok(answer) if answer.status() == 503 => break,
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(stream.next().await.expect("the open stream still streams")["type"], json!("message.appended"));
     let mut failed = None;
     while let Some(event) = stream.next().await {
         if event["type"] == "turn.failed" {
@@ -311,7 +333,8 @@ async fn sigterm_drains_running_turns_and_exits_0() {
     let (status, stderr) = server.wait();
     assert_eq!(status.code(), Some(0), "{stderr}");
     let took = began.elapsed();
-    assert!(took >= Duration::from_millis(250), "cancelled before the grace period: {took:?}");
+    assert!(took >= Duration::from_millis(4900), "cancelled before the grace period: {took:?}");
+    assert!(stream.ended_cleanly, "the stream ended with a reset, not its end");
     assert!(stderr.contains("shutdown complete"), "{stderr}");
 
     // Restart: the turn was closed by the drain, so recovery closes nothing more.
