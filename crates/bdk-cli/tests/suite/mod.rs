@@ -1,6 +1,7 @@
 mod bench_serve;
 mod call;
 mod cost_url;
+mod durable_trace;
 mod eval;
 mod examples;
 mod init;
