@@ -171,14 +171,23 @@ async fn a_restarted_engine_rebuilds_the_conversation_from_the_log() {
     );
 }
 
+/// Waits until every actor of `fx` retired and released its log.
+async fn no_open_logs(fx: &Fixture) {
+    within(async {
+        while fx.fs.open_logs() != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn idle_actors_retire_and_come_back_on_demand() {
     let fx = Fixture::echo();
     let started = fx.start("one").await;
     settled(&fx.engine, &started.session_id, 1).await;
-    // Longer than the idle timeout: the actor retires and the log is released.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(fx.fs.open_logs(), 0, "an idle session keeps no log open");
+    // Past the idle timeout the actor retires and releases the log.
+    no_open_logs(&fx).await;
     let accepted = within(
         fx.engine.follow_up(&started.session_id, follow("two", &started.continuation_token, Admission::Preempt)),
     )
@@ -187,15 +196,14 @@ async fn idle_actors_retire_and_come_back_on_demand() {
     let events = settled(&fx.engine, &started.session_id, 2).await;
     assert_eq!(Trajectory::from_events(&events).reply.as_deref(), Some("two"));
     // The rotated token was persisted: a fresh actor still knows it.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    no_open_logs(&fx).await;
     within(fx.engine.follow_up(&started.session_id, follow("three", &accepted.continuation_token, Admission::Preempt)))
         .await
         .unwrap();
     settled(&fx.engine, &started.session_id, 3).await;
 
     // Reading or following an idle session leaves nothing open once done.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(fx.fs.open_logs(), 0);
+    no_open_logs(&fx).await;
     within(fx.engine.events(&started.session_id, &alice(), 0)).await.unwrap();
     within(fx.engine.cost(&started.session_id, &alice())).await.unwrap();
     within(fx.engine.list(bdk_engine::ListScope::All)).await.unwrap();
