@@ -99,7 +99,7 @@ async fn cancellation_interrupts_a_slow_step() {
     let first = tokio::time::timeout(WAIT, stream.next()).await.unwrap();
     assert!(matches!(first, Some(Ok(ModelEvent::TextDelta { .. }))));
     cancel.cancel();
-    let next = tokio::time::timeout(Duration::from_secs(1), stream.next()).await.unwrap();
+    let next = tokio::time::timeout(WAIT, stream.next()).await.unwrap();
     assert_eq!(next, Some(Err(ModelError::Cancelled)));
     assert_eq!(tokio::time::timeout(WAIT, stream.next()).await.unwrap(), None);
 }
