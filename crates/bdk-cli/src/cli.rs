@@ -38,6 +38,29 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
     Eval(EvalArgs),
+    /// Run a command confined by Landlock (how `local.sandbox` launches tools; not for people).
+    #[command(name = "sandbox-exec", hide = true)]
+    SandboxExec(SandboxExecArgs),
+}
+
+/// `bdk sandbox-exec`: confine this process, then exec the command.
+#[derive(Debug, Args)]
+pub struct SandboxExecArgs {
+    /// A folder the command may read and write (the session workspace). Repeatable.
+    #[arg(long = "rw", value_name = "DIR")]
+    pub read_write: Vec<PathBuf>,
+    /// A folder the command may read and execute from. Repeatable.
+    #[arg(long = "ro", value_name = "DIR")]
+    pub read_only: Vec<PathBuf>,
+    /// Allow TCP connect and bind.
+    #[arg(long)]
+    pub network: bool,
+    /// Run unconfined (with a warning) where the kernel cannot confine.
+    #[arg(long)]
+    pub allow_unconfined: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// `bdk schedules`.
@@ -106,6 +129,10 @@ pub struct ServeArgs {
     /// Admit requests without credentials (as principal `anonymous`).
     #[arg(long)]
     pub allow_anonymous: bool,
+    /// Serve agents with `local.sandbox = true` even where the kernel cannot confine their
+    /// tools (no Landlock): their tools then run unconfined, with a warning.
+    #[arg(long)]
+    pub allow_unconfined: bool,
     /// Where session state lives: `<DIR>/<slug>/` per agent (default: `<project>/.bdk/`).
     #[arg(long, value_name = "DIR")]
     pub state_root: Option<PathBuf>,

@@ -48,6 +48,7 @@ pub(crate) async fn run(core: &Arc<Core>, command: &TimedCommand, input: &Value)
         ..CallContext::default()
     };
     let spec = CommandSpec {
+        sandbox: None,
         name: command.name.clone(),
         argv: command.argv.clone(),
         cwd: command.cwd.clone(),

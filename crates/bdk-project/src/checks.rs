@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::diag::{Code, Diagnostics};
 use crate::formats::agent::BUILTIN_TOOLS;
-use crate::model::{Advertise, ConnectionScope, HookSink, Project, ScheduleAction, ToolDef};
+use crate::model::{Advertise, ConnectionScope, Execution, HookSink, Project, ScheduleAction, ToolBody, ToolDef};
 use crate::parse;
 use crate::source::SourceFile;
 
@@ -19,6 +19,7 @@ pub fn run(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagn
     placeholders(project, diags);
     schedule_channels(project, diags);
     eval_tool_references(project, diags);
+    sandbox_coverage(project, agent_toml, diags);
     crate::gaps::not_run_yet(project, diags);
 }
 
@@ -180,6 +181,29 @@ fn placeholders(project: &Project, diags: &mut Diagnostics) {
                 format!("${{{name}}} is not set in this environment"),
             );
         }
+    }
+}
+
+/// Under `local.sandbox`, says which tools still run unconfined: the command tools (server
+/// execution), one warning each, at `agent.toml`'s `sandbox` key.
+fn sandbox_coverage(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagnostics) {
+    if !project.harness.sandbox {
+        return;
+    }
+    let unconfined =
+        project.caps.tools.iter().filter(|t| {
+            t.execution == Execution::Server && matches!(t.body, ToolBody::Command(_) | ToolBody::Script(_))
+        });
+    for tool in unconfined {
+        diags.report(
+            Code::SandboxNotEnforced,
+            agent_toml.map(|src| src.rel.as_str()),
+            agent_toml.and_then(|src| src.pos_of_key("sandbox")),
+            format!(
+                "`local.sandbox` does not confine the command tool `{}`: it runs on the host unconfined",
+                tool.name
+            ),
+        );
     }
 }
 

@@ -306,7 +306,7 @@ impl Code {
                 "this build validates the file but does not act on it yet; see the status section of the README"
             }
             Code::SandboxNotEnforced => {
-                "tools run unconfined for now; do not rely on `local.sandbox` to contain the model's shell calls"
+                "`local.sandbox` confines the `shell` built-in and agent tools; command tools are your own code and run unconfined: move code the model controls into an agent tool"
             }
         }
     }

@@ -103,12 +103,22 @@ pub struct Harness {
     pub max_steps: u32,
     pub max_running_turns: u32,
     pub sandbox: bool,
+    /// Confined tools may use TCP (`local.sandbox_network`).
+    pub sandbox_network: bool,
     pub cwd: Option<String>,
 }
 
 impl Default for Harness {
     fn default() -> Self {
-        Self { tools: None, builtin_reminders: false, max_steps: 50, max_running_turns: 16, sandbox: false, cwd: None }
+        Self {
+            tools: None,
+            builtin_reminders: false,
+            max_steps: 50,
+            max_running_turns: 16,
+            sandbox: false,
+            sandbox_network: false,
+            cwd: None,
+        }
     }
 }
 

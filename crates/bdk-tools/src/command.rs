@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contain::{self, Contained};
 use crate::process::{self, Capped, Collected, GroupGuard};
+use crate::sandbox::Sandbox;
 use crate::{CallIdentity, HostAccess, ToolInvocation, ToolOutcome};
 
 /// Environment variable names a command sees.
@@ -152,17 +153,24 @@ pub struct CommandSpec {
     pub timeout: Duration,
     pub limits: Limits,
     pub stdin: StdinShape,
+    /// Run confined to `cwd` (an agent tool under `local.sandbox`).
+    pub sandbox: Option<Sandbox>,
 }
 
 /// Builds the process for `spec` (not yet spawned). A relative program path containing `/`
-/// resolves against `cwd`, so `["lib/tool.py"]` means the bot folder's `lib/`.
-pub(crate) fn command_for(argv: &[String], cwd: &Path) -> Option<Command> {
+/// resolves against `cwd`, so `["lib/tool.py"]` means the bot folder's `lib/`. With a sandbox
+/// the program runs confined to `cwd`.
+pub(crate) fn command_for(argv: &[String], cwd: &Path, sandbox: Option<&Sandbox>) -> Option<Command> {
     let (program, args) = argv.split_first()?;
     let program_path = Path::new(program);
-    let mut command = if program.contains('/') && program_path.is_relative() {
-        Command::new(cwd.join(program_path))
+    let program = if program.contains('/') && program_path.is_relative() {
+        cwd.join(program_path)
     } else {
-        Command::new(program)
+        PathBuf::from(program)
+    };
+    let mut command = match sandbox {
+        Some(sandbox) => sandbox.command(cwd, &program),
+        None => Command::new(program),
     };
     command.args(args).current_dir(cwd);
     Some(command)
@@ -182,7 +190,7 @@ pub(crate) fn request_bytes(shape: StdinShape, input: &Value, context: &CallCont
 /// Runs `spec` once. Never panics; every failure is an `is_error` outcome naming the tool.
 pub async fn run(spec: &CommandSpec, context: &CallContext, input: &Value, cancel: CancellationToken) -> ToolOutcome {
     let name = &spec.name;
-    let Some(mut command) = command_for(&spec.argv, &spec.cwd) else {
+    let Some(mut command) = command_for(&spec.argv, &spec.cwd, spec.sandbox.as_ref()) else {
         return ToolOutcome::error(format!("`{name}` has an empty command"));
     };
     context.apply_env(&mut command);

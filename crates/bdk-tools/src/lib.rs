@@ -35,6 +35,7 @@ pub mod persistent;
 pub mod policy;
 mod process;
 pub mod registry;
+pub mod sandbox;
 pub mod validate;
 pub mod workspace;
 

@@ -202,7 +202,7 @@ impl PersistentTool {
     }
 
     async fn start(&self) -> std::io::Result<Running> {
-        let mut command = command::command_for(&self.argv, &self.cwd)
+        let mut command = command::command_for(&self.argv, &self.cwd, None)
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty command"))?;
         let context = CallContext { state_root: self.state_root.clone(), ..CallContext::default() };
         context.apply_env(&mut command);

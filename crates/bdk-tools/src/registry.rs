@@ -28,6 +28,7 @@ use crate::native::{self, ErasedNative, NativeTool, ToolContext};
 use crate::persistent::PersistentTool;
 use crate::policy::{self, Effect};
 use crate::process;
+use crate::sandbox::Sandbox;
 use crate::validate::{CompiledTool, describe_errors};
 use crate::workspace::{self, WorkspacePlan};
 use crate::{BoxFuture, ToolInvocation, ToolOutcome, ToolRegistry, ToolSpec};
@@ -91,6 +92,8 @@ pub struct RegistryOptions {
     pub limits: Limits,
     /// Tools to run persistently besides those whose file says `persistent = true`.
     pub persistent: Vec<String>,
+    /// Confinement of the `shell` built-in and agent tools (`local.sandbox`).
+    pub sandbox: Option<Sandbox>,
 }
 
 enum Body {
@@ -188,7 +191,7 @@ impl ProjectTools {
             natives: Vec::new(),
             builtins: project.harness.tools.clone(),
             with_builtins: true,
-            options: RegistryOptions::default(),
+            options: RegistryOptions { sandbox: project_sandbox(project), ..RegistryOptions::default() },
             plan: WorkspacePlan::from_project(project),
         }
     }
@@ -259,6 +262,13 @@ impl ProjectToolsBuilder {
 
     pub fn state_root(mut self, state_root: impl Into<PathBuf>) -> Self {
         self.options.state_root = Some(state_root.into());
+        self
+    }
+
+    /// Confines (or, with `None`, stops confining) the `shell` built-in and agent tools. A
+    /// project with `local.sandbox = true` starts with [`Sandbox::for_this_process`].
+    pub fn sandbox(mut self, sandbox: Option<Sandbox>) -> Self {
+        self.options.sandbox = sandbox;
         self
     }
 
@@ -476,6 +486,7 @@ async fn run_call(inner: &Inner, invocation: ToolInvocation, cancel: Cancellatio
                 timeout: def.timeout,
                 limits,
                 stdin: StdinShape::Envelope,
+                sandbox: None,
             };
             let context = CallContext::from_invocation(&invocation, state_root);
             command::run(&spec, &context, input, cancel).await
@@ -484,13 +495,17 @@ async fn run_call(inner: &Inner, invocation: ToolInvocation, cancel: Cancellatio
             let context = CallContext::from_invocation(&invocation, state_root);
             tool.call(&context, input, def.timeout, cancel).await
         }
-        Body::Agent(script) => run_agent(def, script, &invocation, state_root, limits, cancel).await,
+        Body::Agent(script) => {
+            let sandbox = inner.options.sandbox.clone();
+            run_agent(def, script, &invocation, state_root, limits, sandbox, cancel).await
+        }
         Body::Native(tool) => {
             let ctx = ToolContext::from_invocation(&invocation, state_root.map(Path::to_path_buf));
             run_native(&def.name, tool.call_value(invocation.input.clone(), ctx), def.timeout, cancel).await
         }
         Body::Builtin(builtin) => {
-            builtins::run(*builtin, invocation.input.clone(), invocation.workspace.as_deref(), cancel).await
+            let sandbox = inner.options.sandbox.as_ref();
+            builtins::run(*builtin, invocation.input.clone(), invocation.workspace.as_deref(), sandbox, cancel).await
         }
     }
 }
@@ -503,6 +518,7 @@ async fn run_agent(
     invocation: &ToolInvocation,
     state_root: Option<&Path>,
     limits: Limits,
+    sandbox: Option<Sandbox>,
     cancel: CancellationToken,
 ) -> ToolOutcome {
     let name = &def.name;
@@ -535,6 +551,7 @@ async fn run_agent(
         timeout: def.timeout,
         limits,
         stdin: StdinShape::Input,
+        sandbox,
     };
     let context = CallContext::from_invocation(invocation, state_root);
     command::run(&spec, &context, &invocation.input, cancel).await
@@ -573,4 +590,18 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The sandbox `project` asks for: launched by this executable (or `bdk` on `PATH` if this
+/// process cannot name its own executable).
+fn project_sandbox(project: &Project) -> Option<Sandbox> {
+    let network = project.harness.sandbox_network;
+    project.harness.sandbox.then(|| {
+        Sandbox::for_this_process(network).unwrap_or_else(|_| Sandbox {
+            launcher: PathBuf::from("bdk"),
+            network,
+            allow_unconfined: false,
+            read_only: crate::sandbox::read_only_dirs(&std::env::var_os("PATH").unwrap_or_default()),
+        })
+    })
 }

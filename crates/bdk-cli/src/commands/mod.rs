@@ -12,6 +12,7 @@ mod eval;
 mod info;
 mod init;
 mod run;
+mod sandbox_exec;
 mod schedules;
 mod serve;
 mod trajectory;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::SandboxExec(args) => sandbox_exec::run(&args),
     }
 }

@@ -73,6 +73,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
     };
+    refuse_unconfinable(&projects, args.allow_unconfined)?;
     if let Some(max) = args.max_tool_processes {
         bdk_tools::contain::set_max_processes(max);
     }
@@ -191,4 +192,23 @@ fn init_logging(logs: &LogBuffer) {
         .with_target(false);
     // A second subscriber (an embedding that set its own) is fine: ours is then not installed.
     let _ = tracing_subscriber::registry().with(filter).with(stderr).with(logs.layer()).try_init();
+}
+
+/// Agents with `local.sandbox = true` are served only where their tools can be confined, unless
+/// `--allow-unconfined` says to run them unconfined.
+fn refuse_unconfinable(projects: &[bdk_project::Project], allow_unconfined: bool) -> anyhow::Result<()> {
+    let sandboxed: Vec<&str> = projects.iter().filter(|p| p.harness.sandbox).map(|p| p.slug.as_str()).collect();
+    if sandboxed.is_empty() {
+        return Ok(());
+    }
+    let Err(why) = bdk_tools::sandbox::probe() else { return Ok(()) };
+    let agents = sandboxed.join(", ");
+    if !allow_unconfined {
+        bail!(
+            "{agents}: `local.sandbox = true` cannot be enforced here: {why}; pass --allow-unconfined to serve with its tools unconfined"
+        );
+    }
+    bdk_tools::sandbox::set_allow_unconfined(true);
+    eprintln!("bdk: warning: {agents}: tools run UNCONFINED (--allow-unconfined): {why}");
+    Ok(())
 }

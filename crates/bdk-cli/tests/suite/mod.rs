@@ -7,6 +7,7 @@ mod examples;
 mod init;
 mod native;
 mod run;
+mod sandbox;
 mod schedules;
 mod serve;
 mod serve_listen;

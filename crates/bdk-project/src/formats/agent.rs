@@ -38,6 +38,8 @@ struct AgentFile {
 struct LocalFile {
     #[serde(default)]
     sandbox: bool,
+    #[serde(default)]
+    sandbox_network: bool,
     cwd: Option<String>,
 }
 
@@ -119,15 +121,8 @@ pub fn load_root(src: &SourceFile, diags: &mut Diagnostics) -> RootAgent {
         harness.tools = Some(tools);
     }
     if let Some(local) = file.local {
-        if local.sandbox {
-            diags.report(
-                Code::SandboxNotEnforced,
-                Some(&src.rel),
-                src.pos_of_key("sandbox"),
-                format!("{}: `local.sandbox = true` is accepted but not enforced yet", src.rel),
-            );
-        }
         harness.sandbox = local.sandbox;
+        harness.sandbox_network = local.sandbox_network;
         harness.cwd = local.cwd;
     }
     harness.builtin_reminders = file.builtin_tools.is_some_and(|b| b.reminders);

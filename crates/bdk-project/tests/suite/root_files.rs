@@ -7,6 +7,23 @@ use super::fixture::Fixture;
 use super::{assert_clean, find, only};
 
 #[test]
+fn a_sandbox_names_the_command_tools_it_does_not_confine() {
+    //! Guards: under `local.sandbox`, each command tool (the author's code, run on the host) is a
+    //! `sandbox_not_enforced` warning at the `sandbox` key; agent tools are confined, no warning.
+    let (_fx, project) = Fixture::new()
+        .file("bot/agent.toml", "[local]\nsandbox = true\nsandbox_network = true\n")
+        .file("bot/tools/deploy.toml", "description = \"Deploy.\"\ncommand = [\"sh\", \"-c\", \"cat\"]\n")
+        .file(
+            "bot/tools/count.toml",
+            "description = \"Count.\"\nexecution = \"agent\"\nscript = \"#!/bin/sh\\ncat\\n\"\n",
+        )
+        .load();
+    let warning = only(&project, "sandbox_not_enforced").warning().file("bot/agent.toml").line(2);
+    assert!(warning.0.message.contains("`deploy`"), "{}", warning.0.message);
+    assert!(project.harness.sandbox_network);
+}
+
+#[test]
 fn agent_toml_settings_are_read() {
     //! Guards: name, description, model table and harness settings reach the project.
     let (_fx, project) = Fixture::new()
@@ -17,8 +34,8 @@ fn agent_toml_settings_are_read() {
              [local]\nsandbox = true\n",
         )
         .load();
-    // `local.sandbox` is read, and flagged as not enforced yet (the only diagnostic).
-    only(&project, "sandbox_not_enforced").warning().file("bot/agent.toml").line(11);
+    // `local.sandbox` is read; with no command tool it covers everything (no diagnostic).
+    assert_clean(&project);
     assert_eq!(project.name, "Helper");
     assert_eq!(project.slug, "proj");
     assert_eq!(project.harness.max_steps, 12);

@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bdk_project::model::{Execution, Predicate, ToolBody, ToolDef};
+
+use crate::sandbox::Sandbox;
 use bdk_protocol::info::Source;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -188,7 +190,13 @@ pub fn active(allowlist: Option<&[String]>) -> Vec<Builtin> {
 }
 
 /// Runs `builtin` with validated `input` in `workspace`.
-pub async fn run(builtin: Builtin, input: Value, workspace: Option<&Path>, cancel: CancellationToken) -> ToolOutcome {
+pub async fn run(
+    builtin: Builtin,
+    input: Value,
+    workspace: Option<&Path>,
+    sandbox: Option<&Sandbox>,
+    cancel: CancellationToken,
+) -> ToolOutcome {
     let name = builtin.name();
     let Some(workspace) = workspace else {
         return ToolOutcome::error(format!("`{name}` needs a session workspace, and this call has none"));
@@ -197,7 +205,7 @@ pub async fn run(builtin: Builtin, input: Value, workspace: Option<&Path>, cance
         return ToolOutcome::error(format!("the workspace cannot be created: {error}"));
     }
     if builtin == Builtin::Shell {
-        return shell::run(&input, workspace, cancel).await;
+        return shell::run(&input, workspace, sandbox, cancel).await;
     }
     let root = workspace.to_path_buf();
     let deadline = std::time::Instant::now() + FS_TIMEOUT;

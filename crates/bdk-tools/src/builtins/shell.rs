@@ -13,6 +13,7 @@ use crate::ToolOutcome;
 use crate::command::env;
 use crate::contain::{self, Contained};
 use crate::process::{self, Capped, Collected, GroupGuard};
+use crate::sandbox::Sandbox;
 
 /// The timeout when the call gives none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -23,7 +24,12 @@ pub const OUTPUT_CAP: usize = 64 * 1024;
 /// Output past this is not even read: the command is killed.
 const FLOOD_CAP: usize = 16 * 1024 * 1024;
 
-pub(super) async fn run(input: &Value, workspace: &Path, cancel: CancellationToken) -> ToolOutcome {
+pub(super) async fn run(
+    input: &Value,
+    workspace: &Path,
+    sandbox: Option<&Sandbox>,
+    cancel: CancellationToken,
+) -> ToolOutcome {
     let Some(script) = input.get("command").and_then(Value::as_str) else {
         return ToolOutcome::error("`command` is required");
     };
@@ -33,7 +39,10 @@ pub(super) async fn run(input: &Value, workspace: &Path, cancel: CancellationTok
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_TIMEOUT)
         .min(MAX_TIMEOUT);
-    let mut command = Command::new("sh");
+    let mut command = match sandbox {
+        Some(sandbox) => sandbox.command(workspace, "sh"),
+        None => Command::new("sh"),
+    };
     command.arg("-c").arg(script).current_dir(workspace).env(env::WORKSPACE_DIR, workspace);
     command.env_remove(env::HOST_TOKEN).env_remove(env::HOST_URL);
     let _slot = tokio::select! {
