@@ -24,7 +24,7 @@ mod embedded {
 
 /// The docs routes (host level).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/docs", get(index)).route("/docs/", get(index)).route("/docs/{*path}", get(page))
+    Router::new().route("/docs", get(index)).route("/docs/{*path}", get(page))
 }
 
 async fn index() -> Response {
