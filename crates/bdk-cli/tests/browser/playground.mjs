@@ -100,7 +100,7 @@ await step('open a trace', async () => {
   const turns = await page.locator('.trace .turn').count();
   assert.equal(turns, 2, 'two turns in the trace');
   await page.locator('.trace .turn >> nth=1').locator('.tool.done code >> text=deploy').waitFor();
-  await page.waitForSelector('.trace .turn >> nth=0 >> text=Step 1 · model call');
+  await page.waitForSelector('.trace .turn >> nth=0 >> text=Model call 1');
   await page.waitForSelector('#trace-totals >> text=Session total');
   await shot(page, '04-trace');
 });
@@ -113,7 +113,9 @@ await step('runs lists the session and opens it raw', async () => {
   await page.waitForSelector('text=No session matches.');
   await page.fill('#runs-search', 'alice');
   await row.locator('button >> text=Raw').click();
-  await page.waitForSelector('#raw-events >> text="type":"action.approval_resolved"');
+  await page.waitForFunction(() => document.querySelector('#raw-events')?.textContent.includes('"type":"action.approval_resolved"'));
+  const lines = (await page.locator('#raw-events').textContent()).split('\n').map((l) => JSON.parse(l));
+  assert.ok(lines.every((e, i) => e.index === i), 'every event, in order');
   await shot(page, '05-raw');
 });
 
