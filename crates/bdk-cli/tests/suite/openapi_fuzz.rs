@@ -1,6 +1,11 @@
 //! schemathesis (PyPI, `scripts/peers/schemathesis.sh`) reads `GET /v1/openapi.json` from a live
 //! `bdk serve --dev --no-control-plane` (every conditional route present) and sends generated
 //! requests to every operation: none may answer 5xx. Skipped loudly without python3.
+//!
+//! The live stream (`GET .../stream`) is left out: schemathesis feeds it the ids of sessions it
+//! just opened, and a stream of a live session stays open by design, so each such request only
+//! ends at the client's timeout. The same handler path (owner check, replay) is fuzzed through
+//! `GET .../events`.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -52,6 +57,7 @@ fn schemathesis_finds_no_server_errors() {
         .args(["--checks", "not_a_server_error", "--max-examples", "25", "--workers", "2"])
         .args(["--phases", "examples,coverage,fuzzing", "--request-timeout", "10", "--seed", "1"])
         .args(["--suppress-health-check", "all", "--no-color", "--max-redirects", "0"])
+        .args(["--exclude-path-regex", "/stream$"])
         .arg("--report-dir")
         .arg(&reports)
         .stdout(Stdio::piped())
