@@ -15,10 +15,10 @@ pub fn offer(url: String) {
     eprintln!("bdk: type o and Enter to open the playground in your browser");
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines().map_while(Result::ok) {
-            if line.trim().eq_ignore_ascii_case("o") {
-                if let Err(error) = open(&url) {
-                    eprintln!("bdk: cannot open a browser ({error}); open {url} yourself");
-                }
+            if line.trim().eq_ignore_ascii_case("o")
+                && let Err(error) = open(&url)
+            {
+                eprintln!("bdk: cannot open a browser ({error}); open {url} yourself");
             }
         }
     });

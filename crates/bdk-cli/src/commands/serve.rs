@@ -192,7 +192,8 @@ fn print_startup(state: &AppState, addr: SocketAddr) {
         }
         let _ = out.flush();
         if state.options.dev && crate::browser::interactive() {
-            let first = if playgrounds.len() == 1 { playgrounds.into_iter().next() } else { Some(format!("{origin}/")) };
+            let first =
+                if playgrounds.len() == 1 { playgrounds.into_iter().next() } else { Some(format!("{origin}/")) };
             if let Some(url) = first {
                 crate::browser::offer(url);
             }

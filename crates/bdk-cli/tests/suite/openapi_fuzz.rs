@@ -18,7 +18,11 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(420);
 fn echo_project(root: &Path) -> std::path::PathBuf {
     let dir = root.join("fuzzed");
     std::fs::create_dir_all(dir.join("bot/tools")).unwrap();
-    std::fs::write(dir.join("bot/agent.toml"), "name = \"fuzzed\"\n\n[model]\nprovider = \"scripted\"\nid = \"echo\"\n").unwrap();
+    std::fs::write(
+        dir.join("bot/agent.toml"),
+        "name = \"fuzzed\"\n\n[model]\nprovider = \"scripted\"\nid = \"echo\"\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("bot/instructions.md"), "Answer briefly.\n").unwrap();
     std::fs::write(
         dir.join("bot/tools/shout.toml"),

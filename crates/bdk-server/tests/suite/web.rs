@@ -82,9 +82,8 @@ fn route_calls(text: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn the_source_parser_reads_method_chains() {
-    let calls = route_calls(
-        r#"Router::new().route("/a/{id}", get(list_runs).post(start)).route("/b", post(get_thing))"#,
-    );
+    let calls =
+        route_calls(r#"Router::new().route("/a/{id}", get(list_runs).post(start)).route("/b", post(get_thing))"#);
     assert_eq!(calls, vec![("/a/{id}".into(), vec!["GET".into(), "POST".into()]), ("/b".into(), vec!["POST".into()])]);
 }
 
@@ -152,7 +151,8 @@ async fn every_catalog_route_is_served_by_the_live_router_in_both_layouts() {
                 op.method
             );
             assert!(status < 500, "{mode:?}: {} {url}: {status} {text}", op.method);
-            let doc_path = if prefix.is_empty() { op.openapi_path() } else { format!("/{{agent}}{}", op.openapi_path()) };
+            let doc_path =
+                if prefix.is_empty() { op.openapi_path() } else { format!("/{{agent}}{}", op.openapi_path()) };
             assert!(
                 paths.get(&doc_path).and_then(|item| item.get(op.method.to_ascii_lowercase())).is_some(),
                 "{mode:?}: {} {doc_path} is served but not in the document",
@@ -241,7 +241,11 @@ async fn the_docs_site_renders_every_page_and_every_link_resolves() {
         assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
         let page = response.text().await.unwrap();
         for href in hrefs(&page) {
-            if href.starts_with("http://") || href.starts_with("https://") || href.starts_with("mailto:") || href.starts_with("data:") {
+            if href.starts_with("http://")
+                || href.starts_with("https://")
+                || href.starts_with("mailto:")
+                || href.starts_with("data:")
+            {
                 continue;
             }
             let (path, fragment) = match href.split_once('#') {
