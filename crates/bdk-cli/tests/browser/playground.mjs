@@ -160,6 +160,19 @@ await step('agent, logs, raw and the unavailable views render; tabs work from th
   await page.waitForSelector('.notice.unavailable >> text=does not serve channel routes');
   await page.click('#tab-schedules');
   await page.waitForSelector('.notice.unavailable >> text=no schedules');
+  // Every control of every view has an accessible name.
+  for (const tab of ['chat', 'runs', 'tools', 'logs']) {
+    await page.click(`#tab-${tab}`);
+    await page.waitForTimeout(0);
+    const unnamed = await page.evaluate(() => [...document.querySelectorAll('input, select, textarea, button')]
+      .filter((el) => !(el.labels?.length || el.getAttribute('aria-label') || el.textContent.trim()))
+      .map((el) => el.outerHTML.slice(0, 80)));
+    assert.deepEqual(unnamed, [], `unnamed controls in ${tab}`);
+  }
+  // The skip link moves focus to the view.
+  await page.focus('a.skip');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.activeElement?.id === 'view');
   assert.deepEqual(page.errors, [], `console errors: ${page.errors.join('\n')}`);
 });
 

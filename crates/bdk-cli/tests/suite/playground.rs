@@ -111,3 +111,36 @@ fn the_playground_works_in_a_real_browser() {
     assert!(artifacts.join("09-deep-link-refused.png").is_file());
     drop(server);
 }
+
+/// `serve --dev` names each agent's playground and the docs on stdout, after the address line.
+#[test]
+fn serve_dev_prints_the_playground_and_docs_urls() {
+    use std::io::{BufRead as _, BufReader};
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "shop", &[]);
+    let state = root.path().join("state");
+    let mut child = super::support::bdk()
+        .args(["serve", "--dev", "--port", "0", "--dir", project.to_str().unwrap()])
+        .arg("--state-root")
+        .arg(&state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let lines: Vec<String> = (0..4).map_while(|_| rx.recv_timeout(Duration::from_secs(30)).ok()).collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let origin = lines[0].strip_prefix("listening on ").unwrap();
+    assert_eq!(lines[1], format!("  shop: {origin}/shop/v1/"));
+    assert_eq!(lines[2], format!("  playground: {origin}/shop/playground"));
+    assert_eq!(lines[3], format!("  docs: {origin}/docs"));
+}

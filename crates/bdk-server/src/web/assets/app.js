@@ -108,4 +108,12 @@ buildTabs();
 buildAuth();
 session.open(new URLSearchParams(location.search).get('sessionId'));
 show(location.hash.slice(1) || 'chat');
-window.addEventListener('hashchange', () => show(location.hash.slice(1)));
+window.addEventListener('hashchange', () => {
+  const name = location.hash.slice(1);
+  if (VIEWS.some(([id]) => id === name)) show(name);
+});
+// The skip link moves focus to the view without touching the #view routing.
+document.querySelector('a.skip')?.addEventListener('click', (e) => {
+  e.preventDefault();
+  document.getElementById('view').focus();
+});
