@@ -138,7 +138,7 @@ function renderTool(panel, tool) {
   panel.append(
     h('h3', {}, tool.name), h('p', {}, tool.description),
     h('p', { class: 'muted' }, `${tool.execution} tool · effect ${typeof tool.effect === 'string' ? tool.effect : 'conditional'}${tool.needsApproval === true ? ' · needs approval (direct calls are refused)' : ''}`),
-    h('form', { class: 'tool-form', onsubmit: run, oninput: showCurl },
+    h('form', { class: 'tool-form', onsubmit: run, oninput: () => { showCurl(); result.querySelector('.notice.error')?.remove(); } },
       form.el,
       h('label', {}, bind, ' Run in the open session\'s workspace'),
       h('div', { class: 'row' }, h('button', { type: 'submit', class: 'primary' }, 'Call tool'),
