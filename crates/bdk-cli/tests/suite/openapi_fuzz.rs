@@ -64,6 +64,8 @@ fn schemathesis_finds_no_server_errors() {
         .args(["--exclude-path-regex", "/stream$"])
         .arg("--report-dir")
         .arg(&reports)
+        // Its cache (`.schemathesis/`) goes to the temporary folder, not the checkout.
+        .current_dir(root.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
