@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod browser;
 mod cli;
 mod commands;
 mod embed;

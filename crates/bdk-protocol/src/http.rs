@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::ids::{CallId, SessionId, TurnId};
 
 /// `POST /v1/session`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartSessionRequest {
     pub message: String,
@@ -23,6 +23,7 @@ pub struct StartSessionRequest {
     /// Tools see the world as of this time (`time_args` bounds). An RFC 3339 instant with a
     /// timezone (`2025-01-31T12:00:00Z`), not in the future.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "rfc3339::option")]
+    #[schemars(with = "Option<String>", extend("format" = "date-time"))]
     pub as_of: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purpose: Option<String>,
@@ -33,7 +34,7 @@ pub struct StartSessionRequest {
 }
 
 /// `POST /v1/session/:sessionId`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FollowUpRequest {
     pub continuation_token: String,
@@ -47,10 +48,11 @@ pub struct FollowUpRequest {
 }
 
 /// The answer to an accepted start or follow-up.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionResponse {
     pub ok: bool,
+    #[schemars(with = "String")]
     pub session_id: SessionId,
     /// The credential for the next follow-up (rotated on every accepted one).
     pub continuation_token: String,
@@ -61,12 +63,13 @@ pub struct SessionResponse {
     pub trace_url: String,
     /// The turn that runs the message (absent when coalesced into a running turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub turn_id: Option<TurnId>,
 }
 
 /// `POST /v1/tools/:name`: a direct tool call. `sessionId` and `continuationToken` are mutually
 /// exclusive; with neither, the call runs in a scratch workspace removed afterwards.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolCallRequest {
     /// The tool's input (absent: `{}`).
@@ -81,11 +84,12 @@ pub struct ToolCallRequest {
 
 /// The answer to a direct tool call that ran: `isError` says whether the tool failed (the same
 /// result the model would have read).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallResponse {
     pub ok: bool,
     pub tool_name: String,
+    #[schemars(with = "String")]
     pub call_id: CallId,
     pub is_error: bool,
     pub result: Value,
@@ -96,7 +100,7 @@ pub struct ToolCallResponse {
 }
 
 /// Every error: `{ok:false, error:"<code>", message}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorResponse {
     pub ok: bool,
     pub error: String,

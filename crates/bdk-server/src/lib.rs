@@ -14,10 +14,12 @@ pub mod host_services;
 pub mod listen;
 pub mod logs;
 pub mod mount;
+pub mod openapi;
 mod routes;
 mod server;
 pub mod state;
 mod timed;
+pub mod web;
 
 pub use auth::{AuthPolicy, BearerToken, Caller};
 pub use error::{ApiError, ApiResult};

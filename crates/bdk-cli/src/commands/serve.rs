@@ -171,13 +171,37 @@ async fn bind(host: &str, requested: Option<u16>) -> anyhow::Result<TcpListener>
     ))
 }
 
-/// `listening on http://ADDR` first (one line, for scripts), then each agent's base URL.
+/// `listening on http://ADDR` first (one line, for scripts), then each agent's base URL, the
+/// playground and the docs. Under `--dev` on a terminal, offers to open the playground.
 fn print_startup(state: &AppState, addr: SocketAddr) {
     let origin = format!("http://{addr}");
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on {origin}");
     for agent in state.agents.iter() {
         let _ = writeln!(out, "  {}: {origin}{}/v1/", agent.slug(), state.base_path(agent));
+    }
+    // The playground: each agent's under --dev, else the index (or the one agent's page).
+    if state.options.playground {
+        let playgrounds: Vec<String> =
+            state.agents.iter().map(|agent| format!("{origin}{}/playground", state.base_path(agent))).collect();
+        if state.options.dev {
+            for url in &playgrounds {
+                let _ = writeln!(out, "  playground: {url}");
+            }
+        } else {
+            let _ = writeln!(out, "  playground: {origin}/");
+        }
+        let _ = out.flush();
+        if state.options.dev && crate::browser::interactive() {
+            let first =
+                if playgrounds.len() == 1 { playgrounds.into_iter().next() } else { Some(format!("{origin}/")) };
+            if let Some(url) = first {
+                crate::browser::offer(url);
+            }
+        }
+    }
+    if state.options.docs {
+        let _ = writeln!(out, "  docs: {origin}/docs");
     }
     let _ = out.flush();
 }

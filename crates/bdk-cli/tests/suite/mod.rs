@@ -6,6 +6,8 @@ mod eval;
 mod examples;
 mod init;
 mod native;
+mod openapi_fuzz;
+mod playground;
 mod run;
 mod sandbox;
 mod schedules;

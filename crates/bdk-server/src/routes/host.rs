@@ -82,7 +82,11 @@ async fn index(State(state): State<AppState>) -> Html<String> {
         }
         page.push_str("</li>\n");
     }
-    page.push_str("</ul>\n<p>JSON: <a href=\"/v1/agents\">/v1/agents</a></p>\n</body></html>\n");
+    page.push_str("</ul>\n<p>JSON: <a href=\"/v1/agents\">/v1/agents</a> · API: <a href=\"/v1/openapi.json\">/v1/openapi.json</a>");
+    if state.options.docs {
+        page.push_str(" · Docs: <a href=\"/docs\">/docs</a>");
+    }
+    page.push_str("</p>\n</body></html>\n");
     Html(page)
 }
 

@@ -49,6 +49,7 @@ pub fn app(state: AppState) -> Router {
             router = router.merge(host::routes(state.clone()));
         }
     }
+    router = router.merge(crate::web::routes(state.clone()));
     let limit = state.options.body_limit;
     router
         .fallback(not_found)
@@ -86,6 +87,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
     let open = Router::new().route("/v1/health", get(health::agent_health)).route("/v1/meta", get(meta::get_meta));
+    let open = open.merge(crate::web::agent_routes(app));
     // Host services admit by their own per-call token, never by the auth chain.
     let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
     authed.merge(open).merge(host).with_state(state)

@@ -12,3 +12,4 @@ mod shutdown;
 mod stream;
 mod support;
 mod tools;
+mod web;
