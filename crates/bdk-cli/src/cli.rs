@@ -26,8 +26,10 @@ pub enum Command {
     Init(InitArgs),
     /// Serve one or more agents over HTTP (the session API of docs/http.md).
     Serve(ServeArgs),
-    /// Run one turn in-process and print the reply, tool calls and usage.
+    /// Run one turn in-process, streaming the reply and tool calls; `--session` continues one.
     Run(RunArgs),
+    /// Talk to an agent interactively: streamed replies, approvals asked inline, /commands.
+    Chat(ChatArgs),
     /// Print the reply, tool calls and usage of a saved event stream (the JSON of `run --json`).
     Trajectory(TrajectoryArgs),
     /// Print a session's per-turn token usage and estimated cost.
@@ -175,6 +177,44 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
     /// Where state lives: `<STATE_ROOT>/<slug>/` (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
+    /// Send the message to this existing session (printed by an earlier `run` or `chat`).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Approve parked calls of this tool without asking; `all` approves every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Deny parked calls of this tool; `all` denies every tool not approved by name. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub deny: Vec<String>,
+    /// Start the session in dry-run mode: write-effect tools return their `dry_run_result`.
+    #[arg(long, conflicts_with = "session")]
+    pub dry_run: bool,
+}
+
+/// `bdk chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The project folder (holding bot/ or agent/).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Resume this session instead of starting a new one on the first message.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Send this message first (then keep reading messages from the terminal).
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Approve parked calls of this tool without asking; `all` approves every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Deny parked calls of this tool without asking; `all` denies every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub deny: Vec<String>,
+    /// Start new sessions in dry-run mode (toggle with `/dry-run`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With `--dir`: where state lives (default: `<project>/.bdk/`, as `serve` uses).
     #[arg(long, value_name = "DIR")]
     pub state_root: Option<PathBuf>,
 }

@@ -18,6 +18,7 @@ mod cli;
 mod commands;
 mod embed;
 mod exit;
+mod live;
 mod report;
 mod templates;
 

@@ -168,6 +168,14 @@ fn list_or_none(items: &[String]) -> String {
 
 /// Writes to stdout. A closed pipe (`bdk info --json | head`) ends the write quietly instead
 /// of panicking like `print!` does.
+/// Writes diagnostics (or any report) to stderr, where docs/cli.md puts them for commands whose
+/// stdout carries their own output.
+pub fn emit_err(text: &str) {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+}
+
 pub fn emit(text: &str) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();

@@ -6,6 +6,7 @@ use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
 mod call;
+mod chat;
 mod cost;
 mod cost_url;
 mod eval;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Init(args) => init::run(&args),
         Command::Serve(args) => serve::run(&args, embed),
         Command::Run(args) => run::run(&args, embed),
+        Command::Chat(args) => chat::run(&args, embed),
         Command::Trajectory(args) => trajectory::run(&args),
         Command::Cost(args) => cost::run(&args),
         Command::Call(args) => call::run(&args, embed),
