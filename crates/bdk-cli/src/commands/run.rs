@@ -1,5 +1,6 @@
 //! `bdk run`: one turn of a project's agent, in-process, in the project's state directory (the
-//! one `serve` uses). Text mode streams the reply, reasoning (on a terminal) and tool calls as
+//! one `serve` uses), as a chat-mode session that waits for a follow-up (so `--session` and
+//! `bdk chat --session` can continue it). Text mode streams the reply, reasoning (on a terminal) and tool calls as
 //! they happen, then prints usage, the session id and the trace path; `--json` prints the
 //! trajectory that `bdk trajectory` also prints. `--session ID` sends the message to an existing
 //! session; `--approve` / `--deny` decide parked calls. A call that needs approval with no
@@ -54,7 +55,7 @@ async fn run_turn(
             message: &args.message,
             session: session.as_ref(),
             token: None,
-            mode: SessionMode::Task,
+            mode: SessionMode::Chat,
             dry_run: args.dry_run,
             purpose: "run",
         })
@@ -102,7 +103,7 @@ async fn run_turn(
     if let (false, Some(error)) = (args.json, &trajectory.error) {
         eprintln!("error: {error}");
     }
-    Ok(if trajectory.status == "failed" { Exit::Failure } else { Exit::Ok })
+    Ok(if trajectory.error.is_some() { Exit::Failure } else { Exit::Ok })
 }
 
 /// The trajectory as pretty JSON (`run --json`, `bdk trajectory`).

@@ -5,7 +5,7 @@
 use super::support::{example, run};
 use crate::snapshot;
 
-const EXAMPLES: &[&str] = &["hello", "pr-reviewer", "ops-bot"];
+const EXAMPLES: &[&str] = &["hello", "pr-reviewer", "ops-bot", "refunds"];
 
 #[test]
 fn every_example_validates_without_diagnostics() {
@@ -57,5 +57,5 @@ fn the_examples_folder_is_a_serve_root() {
     let info: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let slugs: Vec<&str> =
         info["agents"].as_array().expect("agents").iter().filter_map(|a| a["slug"].as_str()).collect();
-    assert_eq!(slugs, ["hello", "ops-bot", "pr-reviewer"], "children are discovered in name order");
+    assert_eq!(slugs, ["hello", "ops-bot", "pr-reviewer", "refunds"], "children are discovered in name order");
 }
