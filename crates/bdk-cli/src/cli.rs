@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
     name = "bdk",
     version,
     about = "Build, check and serve filesystem-first LLM agents.",
-    propagate_version = true
+    propagate_version = true,
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -40,6 +41,46 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
     Eval(EvalArgs),
+    /// Print help for bdk or a command; `--json` prints the command tree with every flag.
+    Help(HelpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
+}
+
+/// `bdk help`.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The command (and subcommand) to describe; none describes `bdk` itself.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Print the command tree as JSON: each command's name, about, flags and subcommands.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bdk completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+impl Command {
+    /// The project folders the command reads (their `.env` files are loaded).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        match self {
+            Command::Validate(a) | Command::Info(a) => a.dirs.clone(),
+            Command::Serve(a) => a.dirs.clone(),
+            Command::Run(a) => vec![a.dir.clone()],
+            Command::Chat(a) => vec![a.dir.clone()],
+            Command::Cost(a) => a.dir.iter().cloned().collect(),
+            Command::Call(a) => a.dir.iter().cloned().collect(),
+            Command::Schedules(a) => a.project.dirs.clone(),
+            Command::Eval(a) => vec![a.dir.clone()],
+            Command::Init(_) | Command::Trajectory(_) | Command::Help(_) | Command::Completions(_) => Vec::new(),
+        }
+    }
 }
 
 /// `bdk schedules`.
@@ -233,8 +274,8 @@ pub struct CostArgs {
     /// The session id.
     #[arg(long, value_name = "ID")]
     pub session: String,
-    /// Read the session from this project's state directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    /// Read the session from this project's state directory (default: `.` unless `--url`).
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub dir: Option<PathBuf>,
     /// Ask a running server instead (`GET /v1/session/:id/cost`); the agent's base URL.
     #[arg(long, value_name = "URL")]
@@ -242,8 +283,8 @@ pub struct CostArgs {
     /// With `--url`: the bearer token the server requires.
     #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
     pub token: Option<String>,
-    /// With `--dir`: the state root `serve` used (default: `<project>/.bdk/`).
-    #[arg(long, value_name = "DIR", requires = "dir")]
+    /// The state root `serve` used (default: `<project>/.bdk/`); not with `--url`.
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub state_root: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -256,8 +297,9 @@ pub struct CallArgs {
     /// The tool to call (a server tool of the project).
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// Run on this project, through an ephemeral in-process server on its state directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    /// Run on this project, through an ephemeral in-process server on its state directory
+    /// (default: `.` unless `--url`).
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub dir: Option<PathBuf>,
     /// Call a running server instead (`POST /v1/tools/:name`); the agent's base URL.
     #[arg(long, value_name = "URL")]
@@ -275,8 +317,8 @@ pub struct CallArgs {
     /// With `--url`: the bearer token the server requires.
     #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
     pub token: Option<String>,
-    /// With `--dir`: the state root `serve` uses (default: `<project>/.bdk/`).
-    #[arg(long, value_name = "DIR", requires = "dir")]
+    /// The state root `serve` uses (default: `<project>/.bdk/`); not with `--url`.
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub state_root: Option<PathBuf>,
 }
 

@@ -10,6 +10,7 @@ mod chat;
 mod cost;
 mod cost_url;
 mod eval;
+mod help;
 mod info;
 mod init;
 mod run;
@@ -31,5 +32,7 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::Help(args) => help::help(&args),
+        Command::Completions(args) => help::completions(&args),
     }
 }

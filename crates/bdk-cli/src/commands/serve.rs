@@ -32,7 +32,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let discovery = embed.discover(&args.dirs);
     if discovery.has_errors() {
         eprint!("{}", report::diagnostics_text(&discovery));
-        eprintln!("bdk: not serving: fix the errors above (`bdk validate` shows them too)");
+        eprintln!("error: not serving: fix the errors above (`bdk validate` shows them too)");
         return Ok(Exit::ProjectErrors);
     }
     for diagnostic in discovery.all_diagnostics() {
@@ -152,7 +152,7 @@ async fn bind(host: &str, requested: Option<u16>) -> anyhow::Result<TcpListener>
         match TcpListener::bind((host, *port)).await {
             Ok(listener) => {
                 if i > 0 {
-                    eprintln!("bdk: port {DEFAULT_PORT} is busy; using {port}");
+                    eprintln!("note: port {DEFAULT_PORT} is busy; using {port}");
                 }
                 return Ok(listener);
             }

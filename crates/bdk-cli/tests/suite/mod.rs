@@ -1,4 +1,5 @@
 mod bench_serve;
+mod basics;
 mod call;
 mod chat;
 mod cost_url;
