@@ -10,5 +10,6 @@ mod race;
 mod session;
 mod shutdown;
 mod stream;
+mod strict;
 mod support;
 mod tools;
