@@ -197,6 +197,16 @@ pub struct ServeArgs {
     /// Output tokens one model step may use, as the provider reports them (default: no cap).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u64>,
+    /// Log lines on stderr: `text` for people (an access line per request, a line per turn
+    /// start and end) or `json`, one object per line for machines.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
