@@ -221,7 +221,8 @@ mod tests {
         let coloured = colourise(text);
         assert!(coloured.contains("    \x1b[31merror[x] bad\x1b[0m\n"));
         assert!(coloured.contains("\x1b[33mwarning[y] meh"));
-        let plain: String = coloured.replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[2m", "").replace("\x1b[0m", "");
+        let plain: String =
+            coloured.replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[2m", "").replace("\x1b[0m", "");
         assert_eq!(plain, text);
     }
 

@@ -32,7 +32,7 @@ pub(crate) fn closed(session: &SessionId, events: &[NewEvent]) {
                 );
             }
             EventData::TurnFailed(failed) => {
-                let status = serde_json::to_value(&failed.status).ok();
+                let status = serde_json::to_value(failed.status).ok();
                 let status = status.as_ref().and_then(|v| v.as_str()).unwrap_or("failed");
                 tracing::info!(
                     target: "bdk::turn",

@@ -141,7 +141,12 @@ pub fn report_stray(entry: &Entry, expected: &str, rel: &Rel, diags: &mut Diagno
     if entry.is_dir {
         let known = CAPABILITY_FOLDERS.iter().copied().chain(["lib", "sandbox", "instructions"]);
         let suggestion = crate::suggest::did_you_mean(&entry.name, known);
-        diags.report(Code::UnknownFolder, Some(&shown), None, format!("{shown}: unexpected folder{suggestion}; {expected}"));
+        diags.report(
+            Code::UnknownFolder,
+            Some(&shown),
+            None,
+            format!("{shown}: unexpected folder{suggestion}; {expected}"),
+        );
     } else if is_script_definition(entry) {
         diags.report(
             Code::TypescriptDefinition,

@@ -40,12 +40,8 @@ pub fn run(args: &ChatArgs, embed: &Embed) -> anyhow::Result<Exit> {
         bail!("`bdk chat` needs exactly one project; {} holds {}", args.dir.display(), projects.len());
     }
     let project = projects.remove(0);
-    let session = args
-        .session
-        .as_deref()
-        .map(SessionId::parse)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    let session =
+        args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let exit = runtime.block_on(chat(project, args, session, embed));
     // The stdin reader thread may still be blocked on a read; do not wait for it.
@@ -83,10 +79,7 @@ async fn chat(
         render.line(&mut out, &format!("resumed session {id} ({status})"))?;
         state.session = Some(id);
     }
-    render.line(
-        &mut out,
-        &format!("chatting with {} — /help for commands, ctrl-d to quit", project.slug),
-    )?;
+    render.line(&mut out, &format!("chatting with {} — /help for commands, ctrl-d to quit", project.slug))?;
     let mut lines = stdin_lines();
     let mut pending = args.message.clone();
     loop {
@@ -184,7 +177,7 @@ async fn command(
         }
         "/stop" => render.line(out, "no turn is running")?,
         "/session" => match &state.session {
-            Some(id) => render.line(out, &id.to_string())?,
+            Some(id) => render.line(out, id.as_ref())?,
             None => render.line(out, "no session yet: send a message")?,
         },
         "/cost" => match &state.session {

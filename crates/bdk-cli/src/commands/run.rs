@@ -33,12 +33,8 @@ pub fn run(args: &RunArgs, embed: &Embed) -> anyhow::Result<Exit> {
         bail!("`bdk run` needs exactly one project; {} holds {}", args.dir.display(), projects.len());
     }
     let project = projects.remove(0);
-    let session = args
-        .session
-        .as_deref()
-        .map(SessionId::parse)
-        .transpose()
-        .map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    let session =
+        args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(run_turn(project, args, session, embed))
 }

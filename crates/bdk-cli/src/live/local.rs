@@ -32,7 +32,11 @@ impl Local {
     /// Opens the project's state directory (`<state_root>/<slug>/`, default `<project>/.bdk/`)
     /// and builds its engine with what `embed` adds. Turns left open by a killed process are
     /// closed first, as `serve` does, so a resumed session can take a message.
-    pub async fn open(project: &bdk_project::Project, state_root: Option<&Path>, embed: &Embed) -> anyhow::Result<Self> {
+    pub async fn open(
+        project: &bdk_project::Project,
+        state_root: Option<&Path>,
+        embed: &Embed,
+    ) -> anyhow::Result<Self> {
         let dir = mount::state_dir(project, state_root);
         let (resolved, provider) = mount::provider(project, ModelLayer::default());
         let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;

@@ -60,8 +60,7 @@ fn chat_asks_for_an_approval_inline_and_runs_the_approved_call() {
         { "expect": "> ", "eof": true },
         { "expect": "session: ses_" },
     ]);
-    let (code, transcript) =
-        on_pty(steps, &["chat", "--dir", &example("refunds"), "--state-root", &state_arg], &[]);
+    let (code, transcript) = on_pty(steps, &["chat", "--dir", &example("refunds"), "--state-root", &state_arg], &[]);
     assert_eq!(code, 0, "{transcript}");
     assert!(transcript.contains("→ lookup_order {\"order_id\":\"A-1001\"}"), "tool calls stream: {transcript}");
     assert!(transcript.contains("The customer wants a refund"), "reasoning is shown: {transcript}");

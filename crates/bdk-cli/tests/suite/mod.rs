@@ -1,5 +1,5 @@
-mod bench_serve;
 mod basics;
+mod bench_serve;
 mod call;
 mod chat;
 mod cost_url;
