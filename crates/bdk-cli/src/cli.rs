@@ -250,6 +250,16 @@ pub struct ChatArgs {
     /// The project folder (holding bot/ or agent/).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
+    /// Chat with a running server instead; the agent's base URL (e.g. `http://127.0.0.1:3000/hello`).
+    #[arg(long, value_name = "URL", conflicts_with = "state_root")]
+    pub url: Option<String>,
+    /// With `--url`: the bearer token the server requires.
+    #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
+    /// With `--url --session`: the session's current continuation token (it rotates on every
+    /// message; `POST /v1/session` and each follow-up answer it).
+    #[arg(long, value_name = "TOKEN", requires = "session")]
+    pub continuation_token: Option<String>,
     /// Resume this session instead of starting a new one on the first message.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,

@@ -3,7 +3,8 @@
 //! (dimmed) and tool calls stream as they happen; a call that needs approval is asked inline
 //! (`y`/`n`); `/stop` or ctrl-c interrupts a running turn. The session's continuation token is
 //! kept across messages (it rotates on each), and `--session ID` resumes an earlier session.
-//! End of input (ctrl-d) or `/quit` ends the chat and prints the session id.
+//! End of input (ctrl-d) or `/quit` ends the chat and prints the session id. `--url` talks to a
+//! running server's session API instead of a project folder.
 
 use std::io::{BufRead as _, IsTerminal as _, Write};
 
@@ -15,8 +16,10 @@ use tokio::sync::mpsc;
 use crate::Embed;
 use crate::cli::ChatArgs;
 use crate::exit::Exit;
+use crate::live::backend::{Backend, Send};
 use crate::live::drive::{self, Ended, Lines, Policy};
-use crate::live::local::{Local, Send};
+use crate::live::local::Local;
+use crate::live::remote::Remote;
 use crate::live::render::{self, Render};
 use crate::report;
 
@@ -30,6 +33,16 @@ const HELP: &str = "\
 /quit     end the chat (also ctrl-d)";
 
 pub fn run(args: &ChatArgs, embed: &Embed) -> anyhow::Result<Exit> {
+    let session =
+        args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    if let Some(url) = &args.url {
+        let remote = Remote::new(url, args.token.clone())?;
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+        let exit = runtime.block_on(converse(&remote, url, args, session));
+        runtime.shutdown_background();
+        return exit;
+    }
     let discovery = embed.discover(std::slice::from_ref(&args.dir));
     if discovery.has_errors() {
         report::emit_err(&report::diagnostics_text(&discovery));
@@ -40,10 +53,11 @@ pub fn run(args: &ChatArgs, embed: &Embed) -> anyhow::Result<Exit> {
         bail!("`bdk chat` needs exactly one project; {} holds {}", args.dir.display(), projects.len());
     }
     let project = projects.remove(0);
-    let session =
-        args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let exit = runtime.block_on(chat(project, args, session, embed));
+    let exit = runtime.block_on(async {
+        let local = Local::open(&project, args.state_root.as_deref(), embed).await?;
+        converse(&local, &project.slug, args, session).await
+    });
     // The stdin reader thread may still be blocked on a read; do not wait for it.
     runtime.shutdown_background();
     exit
@@ -56,30 +70,24 @@ struct Chat {
     dry_run: bool,
 }
 
-async fn chat(
-    project: bdk_project::Project,
+/// The conversation loop over any backend; `name` is what the banner says it talks to.
+async fn converse<B: Backend>(
+    backend: &B,
+    name: &str,
     args: &ChatArgs,
     session: Option<SessionId>,
-    embed: &Embed,
 ) -> anyhow::Result<Exit> {
-    let local = Local::open(&project, args.state_root.as_deref(), embed).await?;
     let colour = render::colour_for(std::io::stdout().is_terminal());
     let mut render = Render::new(colour, true);
     let mut out = std::io::stdout();
     let policy = Policy { approve: args.approve.clone(), deny: args.deny.clone() };
-    let mut state = Chat { session: None, token: None, dry_run: args.dry_run };
+    let mut state = Chat { session: None, token: args.continuation_token.clone(), dry_run: args.dry_run };
     if let Some(id) = session {
-        let record = local.engine.session(&id, &local.principal).await.map_err(|e| match e {
-            bdk_engine::EngineError::SessionNotFound(_) => {
-                anyhow::anyhow!("session {id} not found in {}", local.dir.display())
-            }
-            other => other.into(),
-        })?;
-        let status = record.status.map_or("running", |s| s.as_str());
+        let status = backend.status(&id).await?;
         render.line(&mut out, &format!("resumed session {id} ({status})"))?;
         state.session = Some(id);
     }
-    render.line(&mut out, &format!("chatting with {} — /help for commands, ctrl-d to quit", project.slug))?;
+    render.line(&mut out, &format!("chatting with {name} — /help for commands, ctrl-d to quit"))?;
     let mut lines = stdin_lines();
     let mut pending = args.message.clone();
     loop {
@@ -101,12 +109,12 @@ async fn chat(
             continue;
         }
         if line.starts_with('/') {
-            if !command(line, &local, &mut state, &mut render, &mut out).await? {
+            if !command(line, backend, &mut state, &mut render, &mut out).await? {
                 break;
             }
             continue;
         }
-        let sent = local
+        let sent = backend
             .send(Send {
                 message: line,
                 session: state.session.as_ref(),
@@ -130,11 +138,11 @@ async fn chat(
         state.session = Some(sent.id.clone());
         state.token = Some(sent.token);
         let (_, ended) =
-            drive::follow_turn(&local, &sent.id, sent.from, &policy, Some(&mut lines), &mut render, &mut out).await?;
+            drive::follow_turn(backend, &sent.id, sent.from, &policy, Some(&mut lines), &mut render, &mut out).await?;
         match ended {
             Ended::Settled => {}
             Ended::NeedsApproval(request) => {
-                local.engine.stop(&sent.id, &local.principal).await?;
+                backend.stop(&sent.id).await?;
                 render.line(
                     &mut out,
                     &format!("error: input ended with the {} call undecided; the turn was stopped", request.tool_name),
@@ -145,16 +153,16 @@ async fn chat(
         }
     }
     if let Some(id) = &state.session {
-        local.settle(id).await;
+        backend.settle(id).await;
         render.line(&mut out, &format!("session: {id}"))?;
     }
     Ok(Exit::Ok)
 }
 
 /// Runs a `/command`; returns `false` when the chat should end.
-async fn command(
+async fn command<B: Backend>(
     line: &str,
-    local: &Local,
+    backend: &B,
     state: &mut Chat,
     render: &mut Render,
     out: &mut dyn Write,
@@ -182,7 +190,7 @@ async fn command(
         },
         "/cost" => match &state.session {
             Some(id) => {
-                let report = local.engine.cost(id, &local.principal).await?;
+                let report = backend.cost(id).await?;
                 let usage = &report.usage;
                 render.line(
                     out,
@@ -200,8 +208,8 @@ async fn command(
         },
         "/trace" => match &state.session {
             Some(id) => {
-                let path = local.write_trace(id).await?;
-                render.line(out, &format!("trace: {}", path.display()))?;
+                let place = backend.trace(id).await?;
+                render.line(out, &format!("trace: {place}"))?;
             }
             None => render.line(out, "no session yet: send a message")?,
         },

@@ -17,8 +17,9 @@ use bdk_protocol::event::SessionMode;
 use crate::Embed;
 use crate::cli::RunArgs;
 use crate::exit::Exit;
+use crate::live::backend::{Backend as _, Send};
 use crate::live::drive::{self, Ended, Policy};
-use crate::live::local::{Local, Send};
+use crate::live::local::Local;
 use crate::live::render::{self, Render};
 use crate::report;
 
@@ -74,7 +75,7 @@ async fn run_turn(
         }
         Ended::Closed => bail!("the session's event log closed before the turn ended"),
     };
-    local.settle(&sent.id).await;
+    local.settle_status(&sent.id).await;
     let trace = local.write_trace(&sent.id).await?;
     let all = local.engine.events(&sent.id, &local.principal, 0).await?;
     let trajectory = Trajectory::from_events(&all);

@@ -11,7 +11,7 @@ use bdk_protocol::event::{ApprovalDecision, ApprovalRequested};
 use bdk_protocol::{Event, EventData, SessionId};
 use tokio::sync::mpsc;
 
-use super::local::Local;
+use super::backend::Backend;
 use super::render::Render;
 
 /// The word that makes a policy cover every tool.
@@ -59,8 +59,8 @@ pub type Lines = mpsc::UnboundedReceiver<String>;
 /// Follows `id` from event `from` until the turn closes. `input` is the person's line source
 /// (chat) or `None` (run: undecided approvals end the follow with [`Ended::NeedsApproval`]).
 /// Returns the events seen and how it ended.
-pub async fn follow_turn(
-    local: &Local,
+pub async fn follow_turn<B: Backend>(
+    backend: &B,
     id: &SessionId,
     from: u64,
     policy: &Policy,
@@ -68,18 +68,7 @@ pub async fn follow_turn(
     render: &mut Render,
     out: &mut dyn Write,
 ) -> anyhow::Result<(Vec<Event>, Ended)> {
-    let mut stream = local.engine.follow(id, &local.principal, from).await?;
-    // The follower's `next` is not cancel-safe: a task owns it and forwards into a channel.
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let forward = tokio::spawn(async move {
-        while let Some(event) = stream.next().await {
-            let stop = event.is_err();
-            if tx.send(event.map(|e| (*e).clone())).is_err() || stop {
-                break;
-            }
-        }
-    });
-    let _abort = AbortOnDrop(forward);
+    let mut events = backend.follow(id, from).await?;
     let mut seen = Vec::new();
     let mut asking: Vec<ApprovalRequested> = Vec::new();
     let mut input_open = input.is_some();
@@ -95,7 +84,7 @@ pub async fn follow_turn(
                 );
                 if let EventData::ApprovalRequested(request) = &event.data {
                     match policy.decide(&request.tool_name) {
-                        Some(decision) => decide(local, id, request, decision).await?,
+                        Some(decision) => decide(backend, id, request, decision).await?,
                         None if input_open => {
                             asking.push(request.clone());
                             if asking.len() == 1 {
@@ -128,12 +117,12 @@ pub async fn follow_turn(
                 };
                 let line = line.trim();
                 if line == "/stop" {
-                    local.engine.stop(id, &local.principal).await?;
+                    backend.stop(id).await?;
                 } else if let Some(request) = asking.first().cloned() {
                     match yes_no(line) {
                         Some(decision) => {
                             asking.remove(0);
-                            decide(local, id, &request, decision).await?;
+                            decide(backend, id, &request, decision).await?;
                             if let Some(next) = asking.first() {
                                 ask(render, out, next)?;
                             }
@@ -146,7 +135,7 @@ pub async fn follow_turn(
             }
             _ = tokio::signal::ctrl_c(), if input_open => {
                 render.line(out, "(stopping the turn)")?;
-                local.engine.stop(id, &local.principal).await?;
+                backend.stop(id).await?;
             }
         }
     }
@@ -173,26 +162,16 @@ pub fn yes_no(line: &str) -> Option<ApprovalDecision> {
     }
 }
 
-async fn decide(
-    local: &Local,
+async fn decide<B: Backend>(
+    backend: &B,
     id: &SessionId,
     request: &ApprovalRequested,
     decision: ApprovalDecision,
 ) -> anyhow::Result<()> {
-    local
-        .engine
-        .resolve_approval(id, &request.call_id, decision, &local.principal)
+    backend
+        .resolve(id, &request.call_id, decision)
         .await
-        .with_context(|| format!("deciding on the {} call", request.tool_name))?;
-    Ok(())
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+        .with_context(|| format!("deciding on the {} call", request.tool_name))
 }
 
 #[cfg(test)]

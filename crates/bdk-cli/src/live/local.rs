@@ -12,6 +12,7 @@ use bdk_server::mount;
 use bdk_store::record::SessionStatus;
 use bdk_store::{FsStore, Stores};
 
+use super::backend::{Backend, Events, Send, Sent};
 use crate::Embed;
 
 /// The principal CLI sessions belong to: the same as loopback callers of `serve`.
@@ -56,7 +57,7 @@ impl Local {
     /// Waits (up to two seconds) until `session.json` records the status the log's closing
     /// event tells: the actor writes it just after the event, and a process that exits at
     /// once would leave `running` behind.
-    pub async fn settle(&self, id: &SessionId) -> Option<SessionStatus> {
+    pub async fn settle_status(&self, id: &SessionId) -> Option<SessionStatus> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
         loop {
             let status = self.engine.session(id, &self.principal).await.ok().and_then(|r| r.status);
@@ -68,28 +69,9 @@ impl Local {
     }
 }
 
-/// How a message enters a session.
-pub struct Send<'a> {
-    pub message: &'a str,
-    /// Continue this session (its current token is read from `session.json`).
-    pub session: Option<&'a SessionId>,
-    /// The token from the last accepted message, when the caller keeps it (chat).
-    pub token: Option<&'a str>,
-    pub mode: bdk_protocol::event::SessionMode,
-    pub dry_run: bool,
-    pub purpose: &'a str,
-}
-
-/// An accepted message: the session, where its new events start, and the next token.
-pub struct Sent {
-    pub id: SessionId,
-    pub from: u64,
-    pub token: String,
-}
-
-impl Local {
+impl Backend for Local {
     /// Starts a session with the message, or sends it to an existing one (rotating its token).
-    pub async fn send(&self, send: Send<'_>) -> anyhow::Result<Sent> {
+    async fn send(&self, send: Send<'_>) -> anyhow::Result<Sent> {
         let Some(id) = send.session else {
             let started = self
                 .engine
@@ -135,6 +117,59 @@ impl Local {
         Ok(Sent { id: id.clone(), from, token: accepted.continuation_token })
     }
 
+    async fn follow(&self, id: &SessionId, from: u64) -> anyhow::Result<Events> {
+        let mut stream = self.engine.follow(id, &self.principal, from).await?;
+        // The follower's `next` is not cancel-safe: a task owns it and forwards into a channel.
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(event) = stream.next().await {
+                let stop = event.is_err();
+                if tx.send(event.map(|e| (*e).clone()).map_err(anyhow::Error::from)).is_err() || stop {
+                    break;
+                }
+            }
+        });
+        Ok(events)
+    }
+
+    async fn resolve(
+        &self,
+        id: &SessionId,
+        call: &bdk_protocol::CallId,
+        decision: bdk_protocol::event::ApprovalDecision,
+    ) -> anyhow::Result<()> {
+        self.engine.resolve_approval(id, call, decision, &self.principal).await?;
+        Ok(())
+    }
+
+    async fn stop(&self, id: &SessionId) -> anyhow::Result<()> {
+        Ok(self.engine.stop(id, &self.principal).await?)
+    }
+
+    async fn cost(&self, id: &SessionId) -> anyhow::Result<bdk_engine::CostReport> {
+        Ok(self.engine.cost(id, &self.principal).await?)
+    }
+
+    async fn trace(&self, id: &SessionId) -> anyhow::Result<String> {
+        Ok(self.write_trace(id).await?.display().to_string())
+    }
+
+    async fn settle(&self, id: &SessionId) {
+        self.settle_status(id).await;
+    }
+
+    async fn status(&self, id: &SessionId) -> anyhow::Result<String> {
+        let record = self.engine.session(id, &self.principal).await.map_err(|e| match e {
+            bdk_engine::EngineError::SessionNotFound(_) => {
+                anyhow::anyhow!("session {id} not found in {}", self.dir.display())
+            }
+            other => other.into(),
+        })?;
+        Ok(record.status.map_or("running", |s| s.as_str()).to_string())
+    }
+}
+
+impl Local {
     /// Writes every event of the session to `traces/<id>.ndjson` and returns the path.
     pub async fn write_trace(&self, id: &SessionId) -> anyhow::Result<std::path::PathBuf> {
         let events = self.engine.events(id, &self.principal, 0).await?;

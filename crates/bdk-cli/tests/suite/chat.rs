@@ -169,3 +169,46 @@ fn run_approves_by_policy_and_streams_on_a_terminal() {
     let id = session_id(&transcript);
     assert_eq!(status(state.path(), "refunds", &id), "waiting");
 }
+
+#[test]
+fn chat_talks_to_a_running_server_by_url() {
+    use std::io::BufRead as _;
+    let state = tempfile::tempdir().unwrap();
+    let mut serve = bdk();
+    scrub(&mut serve);
+    serve.args(["serve", "--port", "0", "--dir", &example("refunds"), "--state-root"]).arg(state.path());
+    let mut child = serve.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx.recv_timeout(std::time::Duration::from_secs(30));
+    let origin = match first {
+        Ok(line) => line.trim_start_matches("listening on ").to_string(),
+        Err(_) => {
+            let _ = child.kill();
+            panic!("bdk serve printed no address");
+        }
+    };
+    let url = format!("{origin}/refunds");
+    let steps = json!([
+        { "expect": "/help for commands", "send": "My teapot arrived broken" },
+        { "expect": "approve refund? [y/n] ", "send": "n" },
+        { "expect": "refund denied" },
+        { "expect": "> ", "send": "/cost" },
+        { "expect": "1 turns:" },
+        { "expect": "> ", "eof": true },
+        { "expect": "session: ses_" },
+    ]);
+    let (code, transcript) = on_pty(steps, &["chat", "--url", &url], &[]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, 0, "{transcript}");
+    assert!(transcript.contains(&format!("chatting with {url}")), "{transcript}");
+    assert!(transcript.contains("← refund error:") || transcript.contains("denied"), "{transcript}");
+    let id = session_id(&transcript);
+    assert_eq!(status(state.path(), "refunds", &id), "waiting");
+}
