@@ -31,8 +31,9 @@ pub struct Local {
 
 impl Local {
     /// Opens the project's state directory (`<state_root>/<slug>/`, default `<project>/.bdk/`)
-    /// and builds its engine with what `embed` adds. Turns left open by a killed process are
-    /// closed first, as `serve` does, so a resumed session can take a message.
+    /// and builds its engine with what `embed` adds. Unlike `serve`, it runs no recovery: a
+    /// `serve --dev` on the same state directory may be running turns, and closing them from
+    /// here would be wrong (as for `call --dir`).
     pub async fn open(
         project: &bdk_project::Project,
         state_root: Option<&Path>,
@@ -50,7 +51,6 @@ impl Local {
         let config = AgentConfig::from_project(project);
         let tools = embed.registry(project, &dir)?;
         let engine = Engine::with_options(config, stores.clone(), provider, tools, options);
-        engine.recover().await.context("closing turns a previous process left open")?;
         Ok(Self { engine, stores, principal: Principal::new(PRINCIPAL), dir })
     }
 
