@@ -12,13 +12,13 @@ pub fn interactive() -> bool {
 
 /// Prints the offer and, on a thread of its own, opens `url` each time the user types `o`.
 pub fn offer(url: String) {
-    eprintln!("bdk: type o and Enter to open the playground in your browser");
+    eprintln!("note: type o and Enter to open the playground in your browser");
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines().map_while(Result::ok) {
             if line.trim().eq_ignore_ascii_case("o")
                 && let Err(error) = open(&url)
             {
-                eprintln!("bdk: cannot open a browser ({error}); open {url} yourself");
+                eprintln!("note: cannot open a browser ({error}); open {url} yourself");
             }
         }
     });

@@ -9,7 +9,8 @@ use clap::{Args, Parser, Subcommand};
     name = "bdk",
     version,
     about = "Build, check and serve filesystem-first LLM agents.",
-    propagate_version = true
+    propagate_version = true,
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -26,8 +27,10 @@ pub enum Command {
     Init(InitArgs),
     /// Serve one or more agents over HTTP (the session API of docs/http.md).
     Serve(ServeArgs),
-    /// Run one turn in-process and print the reply, tool calls and usage.
+    /// Run one turn in-process, streaming the reply and tool calls; `--session` continues one.
     Run(RunArgs),
+    /// Talk to an agent interactively: streamed replies, approvals asked inline, /commands.
+    Chat(ChatArgs),
     /// Print the reply, tool calls and usage of a saved event stream (the JSON of `run --json`).
     Trajectory(TrajectoryArgs),
     /// Print a session's per-turn token usage and estimated cost.
@@ -38,6 +41,10 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
     Eval(EvalArgs),
+    /// Print help for bdk or a command; `--json` prints the command tree with every flag.
+    Help(HelpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(CompletionsArgs),
     /// Run a command confined by Landlock (how `local.sandbox` launches tools; not for people).
     #[command(name = "sandbox-exec", hide = true)]
     SandboxExec(SandboxExecArgs),
@@ -61,6 +68,46 @@ pub struct SandboxExecArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// `bdk help`.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The command (and subcommand) to describe; none describes `bdk` itself.
+    #[arg(value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Print the command tree as JSON: each command's name, about, flags and subcommands.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bdk completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+impl Command {
+    /// The project folders the command reads (their `.env` files are loaded).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        match self {
+            Command::Validate(a) | Command::Info(a) => a.dirs.clone(),
+            Command::Serve(a) => a.dirs.clone(),
+            Command::Run(a) => vec![a.dir.clone()],
+            Command::Chat(a) => vec![a.dir.clone()],
+            Command::Cost(a) => a.dir.iter().cloned().collect(),
+            Command::Call(a) => a.dir.iter().cloned().collect(),
+            Command::Schedules(a) => a.project.dirs.clone(),
+            Command::Eval(a) => vec![a.dir.clone()],
+            Command::Init(_)
+            | Command::Trajectory(_)
+            | Command::Help(_)
+            | Command::Completions(_)
+            | Command::SandboxExec(_) => Vec::new(),
+        }
+    }
 }
 
 /// `bdk schedules`.
@@ -181,6 +228,16 @@ pub struct ServeArgs {
     /// Output tokens one model step may use, as the provider reports them (default: no cap).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u64>,
+    /// Log lines on stderr: `text` for people (an access line per request, a line per turn
+    /// start and end) or `json`, one object per line for machines.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,6 +261,54 @@ pub struct RunArgs {
     /// Where state lives: `<STATE_ROOT>/<slug>/` (default: `<project>/.bdk/`, as `serve` uses).
     #[arg(long, value_name = "DIR")]
     pub state_root: Option<PathBuf>,
+    /// Send the message to this existing session (printed by an earlier `run` or `chat`).
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Approve parked calls of this tool without asking; `all` approves every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Deny parked calls of this tool; `all` denies every tool not approved by name. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub deny: Vec<String>,
+    /// Start the session in dry-run mode: write-effect tools return their `dry_run_result`.
+    #[arg(long, conflicts_with = "session")]
+    pub dry_run: bool,
+}
+
+/// `bdk chat`.
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The project folder (holding bot/ or agent/).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Chat with a running server instead; the agent's base URL (e.g. `http://127.0.0.1:3000/hello`).
+    #[arg(long, value_name = "URL", conflicts_with = "state_root")]
+    pub url: Option<String>,
+    /// With `--url`: the bearer token the server requires.
+    #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
+    pub token: Option<String>,
+    /// With `--url --session`: the session's current continuation token (it rotates on every
+    /// message; `POST /v1/session` and each follow-up answer it).
+    #[arg(long, value_name = "TOKEN", requires = "session")]
+    pub continuation_token: Option<String>,
+    /// Resume this session instead of starting a new one on the first message.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Send this message first (then keep reading messages from the terminal).
+    #[arg(long, short = 'm', value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Approve parked calls of this tool without asking; `all` approves every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub approve: Vec<String>,
+    /// Deny parked calls of this tool without asking; `all` denies every tool. Repeatable.
+    #[arg(long, value_name = "TOOL|all")]
+    pub deny: Vec<String>,
+    /// Start new sessions in dry-run mode (toggle with `/dry-run`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With `--dir`: where state lives (default: `<project>/.bdk/`, as `serve` uses).
+    #[arg(long, value_name = "DIR")]
+    pub state_root: Option<PathBuf>,
 }
 
 /// `bdk trajectory`.
@@ -220,8 +325,8 @@ pub struct CostArgs {
     /// The session id.
     #[arg(long, value_name = "ID")]
     pub session: String,
-    /// Read the session from this project's state directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    /// Read the session from this project's state directory (default: `.` unless `--url`).
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub dir: Option<PathBuf>,
     /// Ask a running server instead (`GET /v1/session/:id/cost`); the agent's base URL.
     #[arg(long, value_name = "URL")]
@@ -229,8 +334,8 @@ pub struct CostArgs {
     /// With `--url`: the bearer token the server requires.
     #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
     pub token: Option<String>,
-    /// With `--dir`: the state root `serve` used (default: `<project>/.bdk/`).
-    #[arg(long, value_name = "DIR", requires = "dir")]
+    /// The state root `serve` used (default: `<project>/.bdk/`); not with `--url`.
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub state_root: Option<PathBuf>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -243,8 +348,9 @@ pub struct CallArgs {
     /// The tool to call (a server tool of the project).
     #[arg(value_name = "NAME")]
     pub name: String,
-    /// Run on this project, through an ephemeral in-process server on its state directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "url", required_unless_present = "url")]
+    /// Run on this project, through an ephemeral in-process server on its state directory
+    /// (default: `.` unless `--url`).
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub dir: Option<PathBuf>,
     /// Call a running server instead (`POST /v1/tools/:name`); the agent's base URL.
     #[arg(long, value_name = "URL")]
@@ -262,8 +368,8 @@ pub struct CallArgs {
     /// With `--url`: the bearer token the server requires.
     #[arg(long, value_name = "SECRET", env = "BDK_TOKEN", hide_env_values = true, requires = "url")]
     pub token: Option<String>,
-    /// With `--dir`: the state root `serve` uses (default: `<project>/.bdk/`).
-    #[arg(long, value_name = "DIR", requires = "dir")]
+    /// The state root `serve` uses (default: `<project>/.bdk/`); not with `--url`.
+    #[arg(long, value_name = "DIR", conflicts_with = "url")]
     pub state_root: Option<PathBuf>,
 }
 

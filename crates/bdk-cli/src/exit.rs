@@ -12,6 +12,9 @@ pub enum Exit {
     // 2 is clap's: the command line could not be parsed.
     /// The command could not do its work (I/O, a refused target, an unknown template).
     Failure = 3,
+    /// `bdk run`: a tool call needed approval and no `--approve` / `--deny` decided it; the
+    /// turn was stopped.
+    NeedsApproval = 4,
 }
 
 impl From<Exit> for ExitCode {

@@ -17,8 +17,10 @@ use clap::Parser;
 mod browser;
 mod cli;
 mod commands;
+mod dotenv;
 mod embed;
 mod exit;
+mod live;
 mod report;
 mod templates;
 
@@ -26,13 +28,43 @@ pub use embed::Embed;
 
 /// Parses the command line, runs one command with what `embed` adds, and maps its outcome to
 /// the documented exit codes (docs/cli.md). The `bdk` binary is `main_with(Embed::default())`.
+///
+/// Every error line starts `error: ` (as clap's own do). A closed stdout (`bdk info | head`)
+/// ends the command quietly with exit 0.
 pub fn main_with(embed: Embed) -> ExitCode {
+    quiet_broken_pipes();
     let cli = cli::Cli::parse();
+    if let Some(code) = dotenv::load(&cli.command.dirs()) {
+        return code;
+    }
     match commands::run(cli, &embed) {
         Ok(code) => code.into(),
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("bdk: {err:#}");
+            eprintln!("error: {err:#}");
             exit::Exit::Failure.into()
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// `print!` panics when stdout is a closed pipe; that is the reader going away, not a bug.
+fn quiet_broken_pipes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("Broken pipe") && message.contains("failed printing to") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

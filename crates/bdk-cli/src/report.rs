@@ -168,6 +168,42 @@ fn list_or_none(items: &[String]) -> String {
 
 /// Writes to stdout. A closed pipe (`bdk info --json | head`) ends the write quietly instead
 /// of panicking like `print!` does.
+/// Diagnostics text with severities coloured (red errors, yellow warnings, dim hints), for a
+/// terminal without `NO_COLOR`.
+pub fn colourise(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let styled = if trimmed.starts_with("error[") || trimmed.starts_with("validation failed") {
+            Some("\x1b[31m")
+        } else if trimmed.starts_with("warning[") {
+            Some("\x1b[33m")
+        } else if trimmed.starts_with("hint: ") {
+            Some("\x1b[2m")
+        } else {
+            None
+        };
+        match styled {
+            Some(style) => {
+                let body = trimmed.trim_end_matches('\n');
+                let newline = if trimmed.ends_with('\n') { "\n" } else { "" };
+                out.push_str(&format!("{indent}{style}{body}\x1b[0m{newline}"));
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+/// Writes diagnostics (or any report) to stderr, where docs/cli.md puts them for commands whose
+/// stdout carries their own output.
+pub fn emit_err(text: &str) {
+    use std::io::Write as _;
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+}
+
 pub fn emit(text: &str) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
@@ -178,6 +214,17 @@ pub fn emit(text: &str) {
 mod tests {
     use super::*;
     use bdk_protocol::Severity;
+
+    #[test]
+    fn colour_marks_severities_and_keeps_the_text() {
+        let text = "  a.toml\n    error[x] bad\n      hint: fix\n    warning[y] meh\n";
+        let coloured = colourise(text);
+        assert!(coloured.contains("    \x1b[31merror[x] bad\x1b[0m\n"));
+        assert!(coloured.contains("\x1b[33mwarning[y] meh"));
+        let plain: String =
+            coloured.replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[2m", "").replace("\x1b[0m", "");
+        assert_eq!(plain, text);
+    }
 
     #[test]
     fn one_line_includes_place_and_code() {

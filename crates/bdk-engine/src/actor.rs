@@ -289,6 +289,7 @@ impl Actor {
     /// Starts a turn; `files` are its message's `workspaceFiles`.
     fn start_turn(&mut self, files: Vec<(String, String)>) -> TurnId {
         let turn_id = TurnId::generate();
+        crate::turn_log::started(&self.id, &turn_id);
         let cancel = self.cancel.child_token();
         let settings = self
             .record
@@ -384,6 +385,7 @@ impl Actor {
         };
         let mut events = outcome.closing;
         events.push(NewEvent::new(data));
+        crate::turn_log::closed(&self.id, &events);
         self.append(events).await?;
         self.save_status(status).await;
         Ok(())

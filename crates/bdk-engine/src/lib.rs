@@ -39,6 +39,7 @@ mod timed_error;
 mod tokens;
 mod trajectory;
 mod turn;
+mod turn_log;
 mod types;
 mod workspace;
 

@@ -253,9 +253,13 @@ fn connect(
         None if kind.requires_key() || named.is_some() => {
             let var = wanted.unwrap_or_else(|| env::BDK_MODEL_API_KEY.to_owned());
             resolved.problem = Some(format!(
-                "no API key for provider {kind} (model `{}`): set {var} (or {})",
+                "no API key for provider {kind} (model `{}`): set {var} (or {}); to try the agent \
+                 offline, set {}=scripted (an echoing model) or give it a script \
+                 (`[model] provider = \"scripted\"` with `[[model.params.script]]` steps, as \
+                 examples/refunds does)",
                 resolved.model,
-                env::BDK_MODEL_API_KEY
+                env::BDK_MODEL_API_KEY,
+                env::BDK_MODEL_PROVIDER
             ));
         }
         None => {}

@@ -245,7 +245,15 @@ fn eval_tool_references(project: &Project, diags: &mut Diagnostics) {
         builtins.contains(&name)
             || project.caps.tools.iter().any(|t| t.name == name)
             || project.caps.connections.iter().any(|c| c.advertised_names().iter().any(|x| x == name))
+            // A tool file that failed to load was reported on its own: no follow-on here.
+            || project.bot_dir.join("tools").join(format!("{name}.toml")).is_file()
     };
+    let known_names: Vec<String> = builtins
+        .iter()
+        .map(|b| (*b).to_owned())
+        .chain(project.caps.tools.iter().map(|t| t.name.clone()))
+        .chain(project.caps.connections.iter().flat_map(|c| c.advertised_names()))
+        .collect();
     for case in &evals.cases {
         let names = case
             .expect
@@ -258,7 +266,12 @@ fn eval_tool_references(project: &Project, diags: &mut Diagnostics) {
                 Code::UnknownToolReference,
                 Some(&case.file),
                 None,
-                format!("{}: eval `{}` names tool `{name}`, which this agent does not have", case.file, case.id),
+                format!(
+                    "{}: eval `{}` names tool `{name}`, which this agent does not have{}",
+                    case.file,
+                    case.id,
+                    crate::suggest::did_you_mean(name, known_names.iter().map(String::as_str))
+                ),
             );
         }
     }

@@ -19,6 +19,7 @@ pub mod parse;
 pub mod project;
 pub mod schema;
 pub mod source;
+pub mod suggest;
 pub mod walk;
 
 pub use diag::Code;

@@ -9,17 +9,157 @@ use serde::de::DeserializeOwned;
 use crate::diag::{Code, Diagnostics};
 use crate::source::{Pos, SourceFile};
 
-/// Parses a TOML definition. Serde's messages are kept; the code says which kind of mistake.
+/// Parses a TOML definition, reporting every key that does not fit (see [`toml_file_partial`]);
+/// `None` when there was any such problem.
 pub fn toml_file<T: DeserializeOwned>(src: &SourceFile, diags: &mut Diagnostics) -> Option<T> {
-    match toml::from_str::<T>(&src.text) {
-        Ok(value) => Some(value),
+    match toml_file_partial(src, diags)? {
+        (value, dropped) if dropped.is_empty() => Some(value),
+        _ => None,
+    }
+}
+
+/// Parses a TOML definition and reports each problem, not only the first: a key that is
+/// unknown (with a "did you mean" and the known keys), of the wrong type or with a bad value is
+/// reported at its line with its dotted path, dropped, and the rest parsed again. Returns the
+/// value built from the keys that fit and the top-level keys that were dropped, so a loader can
+/// run its own checks on the rest without follow-on diagnostics about the dropped ones. `None`
+/// when the file is not TOML or a required key is missing.
+pub fn toml_file_partial<T: DeserializeOwned>(src: &SourceFile, diags: &mut Diagnostics) -> Option<(T, Vec<String>)> {
+    let mut table = match src.text.parse::<toml::Table>() {
+        Ok(table) => table,
         Err(err) => {
             let message = err.message().trim().to_owned();
             let pos = err.span().map(|span| src.pos_at(span.start));
             diags.report(classify(&message), Some(&src.rel), pos, format!("{}: {message}", src.rel));
-            None
+            return None;
+        }
+    };
+    // The common case: the file fits, and values keep their spans in the file.
+    if let Ok(value) = toml::from_str::<T>(&src.text) {
+        return Some((value, Vec::new()));
+    }
+    let mut dropped: Vec<String> = Vec::new();
+    // Each round drops one key; a file has far fewer bad keys than this. The rounds parse the
+    // table written out again, so spans in a value returned after a drop do not point into the
+    // file: loaders that read spans use [`toml_file`], which returns nothing then.
+    for _ in 0..64 {
+        let text = toml::to_string(&table).ok()?;
+        let deserializer = toml::Deserializer::parse(&text).ok()?;
+        let err = match serde_path_to_error::deserialize::<_, T>(deserializer) {
+            Ok(value) => return Some((value, dropped)),
+            Err(err) => err,
+        };
+        let mut path: Vec<String> = err
+            .path()
+            .iter()
+            .filter_map(|segment| match segment {
+                serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                serde_path_to_error::Segment::Seq { index } => Some(index.to_string()),
+                _ => None,
+            })
+            .collect();
+        let message = err.into_inner().message().trim().to_owned();
+        let code = classify(&message);
+        if code == Code::UnknownKey
+            && let Some(name) = message.split('`').nth(1)
+            && path.last().map(String::as_str) != Some(name)
+        {
+            path.push(name.to_owned());
+        }
+        let pos = pos_of_path(src, &path);
+        let shown = if path.is_empty() { String::new() } else { format!("`{}`: ", path.join(".")) };
+        match code {
+            Code::UnknownKey => {
+                let name = path.last().map(String::as_str).unwrap_or_default();
+                let known = crate::suggest::expected_names(&message);
+                let hint = if known.is_empty() {
+                    "remove the key or fix its spelling; docs/formats.md lists every key".to_owned()
+                } else {
+                    format!("remove the key or fix its spelling; the keys here are: {}", known.join(", "))
+                };
+                let suggestion = crate::suggest::did_you_mean(name, known.iter().copied());
+                let message = format!("{}: unknown key `{}`{suggestion}", src.rel, path.join("."));
+                diags.report_with_hint(code, Some(&src.rel), pos, message, hint);
+            }
+            _ => {
+                let hint = expected_form(&message, &path).unwrap_or_else(|| code.hint().to_owned());
+                diags.report_with_hint(code, Some(&src.rel), pos, format!("{}: {shown}{message}", src.rel), hint);
+            }
+        }
+        // A missing key cannot be dropped; one that is present but wrong can.
+        if path.is_empty() || code == Code::MissingField && path.len() < 2 || !remove_path(&mut table, &path) {
+            return None;
+        }
+        if let Some(top) = path.first().filter(|t| !dropped.contains(t)) {
+            dropped.push(top.clone());
         }
     }
+    None
+}
+
+/// The form a key expects, when the message says it got another (a string where a list of
+/// program and arguments goes, the classic `command = "python3 x.py"`).
+fn expected_form(message: &str, path: &[String]) -> Option<String> {
+    if message.contains("expected a sequence") && message.contains("invalid type: string") {
+        let key = path.last().map_or("command", String::as_str);
+        let given = message.split('"').nth(1).unwrap_or("program arg");
+        let words: Vec<String> = given.split_whitespace().map(|w| format!("\"{w}\"")).collect();
+        return Some(format!("write a list: {key} = [{}]", words.join(", ")));
+    }
+    None
+}
+
+/// Removes the value at `path` (dotted keys and list indices) from `table`.
+fn remove_path(table: &mut toml::Table, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    let mut current = table;
+    for key in parents {
+        if current.get(key).is_some_and(toml::Value::is_array) {
+            // A key inside a list of tables: drop the whole list.
+            return current.remove(key).is_some();
+        }
+        match current.get_mut(key) {
+            Some(toml::Value::Table(next)) => current = next,
+            _ => return false,
+        }
+    }
+    current.remove(last).is_some()
+}
+
+/// Where the key at `path` is written: each segment searched in turn after the previous one
+/// (inline tables included), the first at its line start; the deepest one found wins.
+pub fn pos_of_path(src: &SourceFile, path: &[String]) -> Option<Pos> {
+    let first = path.first()?;
+    let top = src.pos_of_key(first)?;
+    let mut start = offset_of_line(&src.text, top.line);
+    let mut best = top;
+    for segment in path.iter().skip(1).filter(|s| s.parse::<usize>().is_err()) {
+        let Some(at) = find_key(&src.text[start..], segment) else { break };
+        start += at;
+        best = src.pos_at(start);
+        start += segment.len();
+    }
+    Some(best)
+}
+
+/// The offset of `key` written as a key (`key =`, `key.`, `[..key]`, `"key" =`) in `text`.
+fn find_key(text: &str, key: &str) -> Option<usize> {
+    let mut from = 0;
+    while let Some(found) = text[from..].find(key) {
+        let at = from + found;
+        let before = text[..at].chars().next_back();
+        let after = text[at + key.len()..].trim_start_matches(['"', ' ']).chars().next();
+        let starts = before.is_none_or(|c| matches!(c, ' ' | '{' | ',' | '[' | '.' | '"' | '\n'));
+        if starts && matches!(after, Some('=' | ']' | '.')) {
+            return Some(at);
+        }
+        from = at + key.len();
+    }
+    None
+}
+
+fn offset_of_line(text: &str, line: u32) -> usize {
+    text.split_inclusive('\n').take(line.saturating_sub(1) as usize).map(str::len).sum()
 }
 
 /// The code for a serde message: which kind of mistake it describes. The words may follow a

@@ -65,12 +65,25 @@ fn check_json_at(json: Value, src: &SourceFile, key: &str, pos: Option<Pos>, dia
     match jsonschema::validator_for(&json) {
         Ok(_) => Some(json),
         Err(err) => {
-            diags.report(
-                Code::InvalidSchema,
-                Some(&src.rel),
-                pos,
-                format!("{}: `{key}` is not a valid JSON Schema: {err}", src.rel),
-            );
+            // Where in the schema: `input_schema.properties.text.type`, at that key's line.
+            let segments: Vec<String> =
+                err.instance_path().as_str().split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
+            let mut path = vec![key.to_owned()];
+            path.extend(segments.iter().cloned());
+            let at = crate::parse::pos_of_path(src, &path).or(pos);
+            let shown = path.join(".");
+            const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+            let (message, hint) = match (segments.last().map(String::as_str), err.instance().as_ref()) {
+                (Some("type"), Value::String(given)) => (
+                    format!(
+                        "`{shown}`: \"{given}\" is not a JSON Schema type{}",
+                        crate::suggest::did_you_mean(given, TYPES)
+                    ),
+                    format!("`type` is one of {} (or a list of them)", TYPES.join(", ")),
+                ),
+                _ => (format!("`{shown}` is not a valid JSON Schema: {err}"), Code::InvalidSchema.hint().to_owned()),
+            };
+            diags.report_with_hint(Code::InvalidSchema, Some(&src.rel), at, format!("{}: {message}", src.rel), hint);
             None
         }
     }

@@ -139,7 +139,14 @@ fn each_file<T>(
 pub fn report_stray(entry: &Entry, expected: &str, rel: &Rel, diags: &mut Diagnostics) {
     let shown = rel.of(&entry.path);
     if entry.is_dir {
-        diags.report(Code::UnknownFolder, Some(&shown), None, format!("{shown}: unexpected folder; {expected}"));
+        let known = CAPABILITY_FOLDERS.iter().copied().chain(["lib", "sandbox", "instructions"]);
+        let suggestion = crate::suggest::did_you_mean(&entry.name, known);
+        diags.report(
+            Code::UnknownFolder,
+            Some(&shown),
+            None,
+            format!("{shown}: unexpected folder{suggestion}; {expected}"),
+        );
     } else if is_script_definition(entry) {
         diags.report(
             Code::TypescriptDefinition,

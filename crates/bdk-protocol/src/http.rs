@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use crate::ids::{CallId, SessionId, TurnId};
 
-/// `POST /v1/session`.
+/// `POST /v1/session`. Unknown fields are refused (a typo such as `dryrun` must not start a
+/// live session).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StartSessionRequest {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,9 +34,9 @@ pub struct StartSessionRequest {
     pub workspace_files: BTreeMap<String, String>,
 }
 
-/// `POST /v1/session/:sessionId`.
+/// `POST /v1/session/:sessionId`. Unknown fields are refused.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FollowUpRequest {
     pub continuation_token: String,
     pub message: String,

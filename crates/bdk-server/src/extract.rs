@@ -41,15 +41,27 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid_request("the request body is empty; send a JSON object"));
     }
-    serde_json::from_slice(bytes).map_err(|err| {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize::<_, T>(&mut deserializer).map_err(|err| {
         use serde_json::error::Category;
+        let path = err.path().to_string();
+        let err = err.into_inner();
         match err.classify() {
             Category::Syntax | Category::Eof | Category::Io => {
                 ApiError::invalid_request(format!("the request body is not valid JSON: {err}"))
             }
-            Category::Data => ApiError::invalid_request(format!("the request body is not the expected shape: {err}")),
+            // Unknown fields name themselves and list the accepted ones (`deny_unknown_fields`);
+            // a value of the wrong type is named by its path.
+            Category::Data if path == "." || err.to_string().starts_with("unknown field") => {
+                ApiError::invalid_request(format!("the request body is not the expected shape: {err}"))
+            }
+            Category::Data => ApiError::invalid_request(format!("field `{path}`: {err}")),
         }
-    })
+    })?;
+    deserializer
+        .end()
+        .map_err(|err| ApiError::invalid_request(format!("the request body is not valid JSON: {err}")))?;
+    Ok(value)
 }
 
 /// A query string; a malformed one is 400.
@@ -100,6 +112,10 @@ mod tests {
         assert!(syntax.message.contains("not valid JSON"), "{}", syntax.message);
         let shape = parse_json::<Body>(b"{\"msg\": 1}").unwrap_err();
         assert!(shape.message.contains("missing field `message`"), "{}", shape.message);
+        let typed = parse_json::<Body>(b"{\"message\": 1}").unwrap_err();
+        assert!(typed.message.starts_with("field `message`: invalid type: integer"), "{}", typed.message);
+        let trailing = parse_json::<Body>(b"{\"message\":\"hi\"} x").unwrap_err();
+        assert!(trailing.message.contains("not valid JSON"), "{}", trailing.message);
         let empty = parse_json::<Body>(b"  ").unwrap_err();
         assert!(empty.message.contains("empty"));
         assert!(parse_json::<Body>(b"{\"message\":\"hi\"}").is_ok());

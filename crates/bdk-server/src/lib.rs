@@ -7,6 +7,7 @@
 //! sessions, turns and events (`bdk-engine`), storage (`bdk-store`), the command line
 //! (`bdk-cli`).
 
+pub mod access_log;
 pub mod auth;
 pub mod error;
 pub mod extract;

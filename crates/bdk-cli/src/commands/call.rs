@@ -49,12 +49,13 @@ pub fn run(args: &CallArgs, embed: &Embed) -> anyhow::Result<Exit> {
         continuation_token: args.continuation_token.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let (status, envelope) = match (&args.url, &args.dir) {
-        (Some(url), _) => runtime.block_on(post(url, &args.name, &body, args.token.as_deref()))?,
-        (None, Some(dir)) => {
-            let discovery = embed.discover(std::slice::from_ref(dir));
+    let (status, envelope) = match &args.url {
+        Some(url) => runtime.block_on(post(url, &args.name, &body, args.token.as_deref()))?,
+        None => {
+            let dir = args.dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
+            let discovery = embed.discover(std::slice::from_ref(&dir));
             if discovery.has_errors() {
-                report::emit(&report::diagnostics_text(&discovery));
+                report::emit_err(&report::diagnostics_text(&discovery));
                 return Ok(Exit::ProjectErrors);
             }
             let mut projects = discovery.projects;
@@ -64,7 +65,6 @@ pub fn run(args: &CallArgs, embed: &Embed) -> anyhow::Result<Exit> {
             let project = projects.remove(0);
             runtime.block_on(call_ephemeral(project, args, embed, &body))?
         }
-        (None, None) => bail!("pass --dir or --url"),
     };
     print_envelope(&envelope)?;
     Ok(exit_for(status, &envelope))

@@ -14,14 +14,14 @@ use crate::report;
 
 pub fn run(args: &CostArgs) -> anyhow::Result<Exit> {
     let session = SessionId::parse(args.session.as_str()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let Some(dir) = &args.dir else {
-        let url = args.url.as_deref().unwrap_or_default();
+    if let Some(url) = &args.url {
         print(&super::cost_url::fetch(url, &session, args.token.as_deref())?, args.json)?;
         return Ok(Exit::Ok);
-    };
+    }
+    let dir = &args.dir.clone().unwrap_or_else(|| std::path::PathBuf::from("."));
     let discovery = bdk_project::discover(std::slice::from_ref(dir));
     if discovery.has_errors() {
-        report::emit(&report::diagnostics_text(&discovery));
+        report::emit_err(&report::diagnostics_text(&discovery));
         return Ok(Exit::ProjectErrors);
     }
     let Some(project) = discovery.projects.first() else { bail!("no project in {}", dir.display()) };

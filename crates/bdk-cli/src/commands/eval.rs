@@ -25,7 +25,7 @@ pub fn run(args: &EvalArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let discovery = embed.discover(std::slice::from_ref(&args.dir));
     if discovery.has_errors() {
         eprint!("{}", report::diagnostics_text(&discovery));
-        eprintln!("bdk: not running evals: fix the errors above (`bdk validate` shows them too)");
+        eprintln!("error: not running evals: fix the errors above (`bdk validate` shows them too)");
         return Ok(Exit::ProjectErrors);
     }
     let mut projects = discovery.projects;
@@ -57,7 +57,7 @@ pub fn run(args: &EvalArgs, embed: &Embed) -> anyhow::Result<Exit> {
         blocked |= diagnostic.code == Code::UnknownToolReference.as_str() && about_selected;
     }
     if blocked {
-        eprintln!("bdk: not running evals: fix the tool names above (`bdk info` lists the agent's tools)");
+        eprintln!("error: not running evals: fix the tool names above (`bdk info` lists the agent's tools)");
         return Ok(Exit::ProjectErrors);
     }
     let batch = Batch {
@@ -82,7 +82,7 @@ pub fn run(args: &EvalArgs, embed: &Embed) -> anyhow::Result<Exit> {
 fn setup(project: Project, state_dir: PathBuf, embed: &Embed) -> anyhow::Result<EvalSetup> {
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
     if let Some(problem) = &resolved.problem {
-        eprintln!("bdk: warning: model calls will fail: {problem}");
+        eprintln!("warning: model calls will fail: {problem}");
     }
     Ok(eval_setup(Arc::new(project), state_dir, provider, resolved.price, embed))
 }

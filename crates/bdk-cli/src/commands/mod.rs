@@ -6,9 +6,11 @@ use crate::cli::{Cli, Command};
 use crate::exit::Exit;
 
 mod call;
+mod chat;
 mod cost;
 mod cost_url;
 mod eval;
+mod help;
 mod info;
 mod init;
 mod run;
@@ -25,11 +27,14 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Init(args) => init::run(&args),
         Command::Serve(args) => serve::run(&args, embed),
         Command::Run(args) => run::run(&args, embed),
+        Command::Chat(args) => chat::run(&args, embed),
         Command::Trajectory(args) => trajectory::run(&args),
         Command::Cost(args) => cost::run(&args),
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::Help(args) => help::help(&args),
+        Command::Completions(args) => help::completions(&args),
         Command::SandboxExec(args) => sandbox_exec::run(&args),
     }
 }

@@ -1,33 +1,32 @@
-//! `bdk run`: one turn of a project's agent, in-process, as a task session in the project's
-//! state directory (the one `serve` uses). Prints the reply, the tool calls and usage (or the
-//! trajectory JSON that `bdk trajectory` also prints) and saves the session's events to
-//! `traces/<sessionId>.ndjson`.
+//! `bdk run`: one turn of a project's agent, in-process, in the project's state directory (the
+//! one `serve` uses), as a chat-mode session that waits for a follow-up (so `--session` and
+//! `bdk chat --session` can continue it). Text mode streams the reply, reasoning (on a terminal) and tool calls as
+//! they happen, then prints usage, the session id and the trace path; `--json` prints the
+//! trajectory that `bdk trajectory` also prints. `--session ID` sends the message to an existing
+//! session; `--approve` / `--deny` decide parked calls. A call that needs approval with no
+//! policy covering it stops the turn and exits 4 naming the flags, instead of waiting forever.
+//! The session's events are saved to `traces/<sessionId>.ndjson`.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal as _, Write as _};
 
 use anyhow::{Context, bail};
-use bdk_engine::{AgentConfig, Engine, EngineOptions, Principal, StartSession, Trajectory};
-use bdk_model::ModelLayer;
+use bdk_engine::Trajectory;
+use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
-use bdk_protocol::{Event, EventData};
-use bdk_server::mount;
-use bdk_store::FsStore;
 
 use crate::Embed;
 use crate::cli::RunArgs;
 use crate::exit::Exit;
+use crate::live::backend::{Backend as _, Send};
+use crate::live::drive::{self, Ended, Policy};
+use crate::live::local::Local;
+use crate::live::render::{self, Render};
 use crate::report;
-
-/// The principal `run` sessions belong to: the same as loopback callers of `serve`.
-const PRINCIPAL: &str = bdk_server::auth::LOCAL_PRINCIPAL;
-/// The channel recorded on `run` sessions.
-const CHANNEL: &str = "cli";
 
 pub fn run(args: &RunArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let discovery = embed.discover(std::slice::from_ref(&args.dir));
     if discovery.has_errors() {
-        report::emit(&report::diagnostics_text(&discovery));
+        report::emit_err(&report::diagnostics_text(&discovery));
         return Ok(Exit::ProjectErrors);
     }
     let mut projects = discovery.projects;
@@ -35,116 +34,98 @@ pub fn run(args: &RunArgs, embed: &Embed) -> anyhow::Result<Exit> {
         bail!("`bdk run` needs exactly one project; {} holds {}", args.dir.display(), projects.len());
     }
     let project = projects.remove(0);
+    let session =
+        args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let (trajectory, trace) = runtime.block_on(run_turn(project, args, embed))?;
-    print(&trajectory, args.json)?;
-    if !args.json {
-        println!("trace: {}", trace.display());
-    }
-    Ok(if trajectory.status == "failed" { Exit::Failure } else { Exit::Ok })
+    runtime.block_on(run_turn(project, args, session, embed))
 }
 
 async fn run_turn(
     project: bdk_project::Project,
     args: &RunArgs,
+    session: Option<SessionId>,
     embed: &Embed,
-) -> anyhow::Result<(Trajectory, PathBuf)> {
-    let dir = mount::state_dir(&project, args.state_root.as_deref());
-    let (resolved, provider) = mount::provider(&project, ModelLayer::default());
-    let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
-    let stores = store.stores();
-    let options = EngineOptions {
-        price: resolved.price,
-        capabilities: bdk_engine::capabilities(&project, &dir),
-        ..EngineOptions::default()
-    };
-    let config = AgentConfig::from_project(&project);
-    let tools = embed.registry(&project, &dir)?;
-    let engine = Engine::with_options(config, stores.clone(), provider, tools, options);
-
-    let principal = Principal::new(PRINCIPAL);
-    let started = engine
-        .start_session(StartSession {
-            message: args.message.clone(),
-            principal: principal.clone(),
-            channel: CHANNEL.into(),
-            continuation_key: None,
-            mode: SessionMode::Task,
-            title: None,
-            dry_run: false,
-            as_of: None,
-            purpose: Some("run".into()),
-            workspace_files: Vec::new(),
+) -> anyhow::Result<Exit> {
+    let local = Local::open(&project, args.state_root.as_deref(), embed).await?;
+    let sent = local
+        .send(Send {
+            message: &args.message,
+            session: session.as_ref(),
+            token: None,
+            mode: SessionMode::Chat,
+            dry_run: args.dry_run,
+            purpose: "run",
         })
         .await?;
-    let id = started.session_id;
-    let mut stream = engine.follow(&id, &principal, 0).await?;
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        let event = (*event?).clone();
-        let done = matches!(event.data, EventData::SessionCompleted(_) | EventData::SessionFailed(_));
-        events.push(event);
-        if done {
-            break;
+    let policy = Policy { approve: args.approve.clone(), deny: args.deny.clone() };
+    let colour = render::colour_for(std::io::stdout().is_terminal());
+    let mut render = Render::new(colour, colour);
+    let mut sink: Box<dyn std::io::Write> =
+        if args.json { Box::new(std::io::sink()) } else { Box::new(std::io::stdout()) };
+    let (seen, ended) = drive::follow_turn(&local, &sent.id, sent.from, &policy, None, &mut render, &mut *sink).await?;
+    render.break_line(&mut *sink)?;
+    drop(sink);
+    let parked = match ended {
+        Ended::Settled => None,
+        Ended::NeedsApproval(request) => {
+            // Nobody can decide it and this process is about to end: stop the turn so the
+            // session's log and status say what happened, then say how to decide next time.
+            local.engine.stop(&sent.id, &local.principal).await?;
+            Some(request)
         }
-    }
-    drop(stream);
-    let trace = stores.workspaces.trace_path(&id);
-    write_trace(&trace, &events)?;
-    Ok((Trajectory::from_events(&events), trace))
-}
-
-fn write_trace(path: &Path, events: &[Event]) -> anyhow::Result<()> {
-    let mut out = Vec::with_capacity(events.len() * 256);
-    for event in events {
-        serde_json::to_writer(&mut out, event)?;
-        out.push(b'\n');
-    }
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    }
-    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
-}
-
-/// Prints a trajectory: pretty JSON, or the reply, tool calls and usage as text.
-pub(super) fn print(trajectory: &Trajectory, json: bool) -> anyhow::Result<()> {
-    let mut out = String::new();
-    if json {
-        out.push_str(&serde_json::to_string_pretty(trajectory)?);
-        out.push('\n');
+        Ended::Closed => bail!("the session's event log closed before the turn ended"),
+    };
+    local.settle_status(&sent.id).await;
+    let trace = local.write_trace(&sent.id).await?;
+    let all = local.engine.events(&sent.id, &local.principal, 0).await?;
+    let trajectory = Trajectory::from_events(&all);
+    if args.json {
+        print_json(&trajectory)?;
     } else {
-        if let Some(reply) = &trajectory.reply {
-            out.push_str(reply.trim_end());
-            out.push_str("\n\n");
-        }
-        for call in &trajectory.tool_calls {
-            let result = match (&call.result, call.is_error) {
-                (Some(result), Some(true)) => format!("error: {}", one_line(result)),
-                (Some(result), _) => one_line(result),
-                (None, _) => "(no result)".into(),
-            };
-            out.push_str(&format!("tool {} {} -> {}\n", call.tool_name, one_line(&call.input), result));
-        }
-        let usage = &trajectory.usage;
-        out.push_str(&format!(
-            "usage: {} input ({} cached), {} output tokens; estimated cost ${:.6}\n",
-            usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, trajectory.cost_usd
-        ));
+        let this_turn = Trajectory::from_events(&seen);
+        print_summary(&this_turn, &sent.id, &trace)?;
     }
+    if let Some(request) = parked {
+        let tool = &request.tool_name;
+        eprintln!(
+            "error: the {tool} call needs approval ({}) and no --approve or --deny covers it; the turn was stopped\n\
+             hint: decide ahead with `--approve {tool}` (or `--approve all`) or `--deny {tool}`, and continue with \
+             `bdk run --session {} --message ...`, or answer it yourself in `bdk chat --session {}`",
+            render::one_line(&request.input),
+            sent.id,
+            sent.id
+        );
+        return Ok(Exit::NeedsApproval);
+    }
+    if let (false, Some(error)) = (args.json, &trajectory.error) {
+        eprintln!("error: {error}");
+    }
+    Ok(if trajectory.error.is_some() { Exit::Failure } else { Exit::Ok })
+}
+
+/// The trajectory as pretty JSON (`run --json`, `bdk trajectory`).
+pub(super) fn print_json(trajectory: &Trajectory) -> anyhow::Result<()> {
+    let mut out = serde_json::to_string_pretty(trajectory)?;
+    out.push('\n');
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
-    if let (false, Some(error)) = (json, &trajectory.error) {
-        eprintln!("error: {error}");
-    }
     Ok(())
 }
 
-/// A JSON value on one line, strings unquoted, cut at 200 characters.
-fn one_line(value: &serde_json::Value) -> String {
-    let text = match value {
-        serde_json::Value::String(s) => s.replace('\n', " "),
-        other => other.to_string(),
-    };
-    if text.chars().count() > 200 { format!("{}...", text.chars().take(200).collect::<String>()) } else { text }
+/// After the streamed turn: its usage, the session id and where the trace is.
+fn print_summary(turn: &Trajectory, id: &SessionId, trace: &std::path::Path) -> anyhow::Result<()> {
+    let usage = &turn.usage;
+    let out = format!(
+        "\nusage: {} input ({} cached), {} output tokens; estimated cost ${:.6}\nsession: {id}\ntrace: {}\n",
+        usage.input_tokens,
+        usage.cached_input_tokens,
+        usage.output_tokens,
+        turn.cost_usd,
+        trace.display()
+    );
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
 }

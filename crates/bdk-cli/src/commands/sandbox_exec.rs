@@ -20,7 +20,7 @@ pub fn run(args: &SandboxExecArgs) -> anyhow::Result<Exit> {
     let shown = program.to_string_lossy();
     match confine_self(&confinement) {
         Ok(()) => {}
-        Err(error) if args.allow_unconfined => eprintln!("bdk: warning: `{shown}` runs unconfined: {error}"),
+        Err(error) if args.allow_unconfined => eprintln!("warning: `{shown}` runs unconfined: {error}"),
         Err(error) => bail!("cannot confine `{shown}`: {error}"),
     }
     // `exec` returns only when the program could not be started.

@@ -17,7 +17,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::Embed;
-use crate::cli::{ServeArgs, ServeMode};
+use crate::cli::{LogFormat, ServeArgs, ServeMode};
 use crate::exit::Exit;
 use crate::report;
 
@@ -32,7 +32,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let discovery = embed.discover(&args.dirs);
     if discovery.has_errors() {
         eprint!("{}", report::diagnostics_text(&discovery));
-        eprintln!("bdk: not serving: fix the errors above (`bdk validate` shows them too)");
+        eprintln!("error: not serving: fix the errors above (`bdk validate` shows them too)");
         return Ok(Exit::ProjectErrors);
     }
     for diagnostic in discovery.all_diagnostics() {
@@ -79,7 +79,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
     }
 
     let logs = LogBuffer::default();
-    init_logging(&logs);
+    init_logging(&logs, args.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(serve(args, embed, projects, options, logs))?;
     // Everything is logged synchronously to stderr; make sure it and stdout are out.
@@ -153,7 +153,7 @@ async fn bind(host: &str, requested: Option<u16>) -> anyhow::Result<TcpListener>
         match TcpListener::bind((host, *port)).await {
             Ok(listener) => {
                 if i > 0 {
-                    eprintln!("bdk: port {DEFAULT_PORT} is busy; using {port}");
+                    eprintln!("note: port {DEFAULT_PORT} is busy; using {port}");
                 }
                 return Ok(listener);
             }
@@ -206,16 +206,27 @@ fn print_startup(state: &AppState, addr: SocketAddr) {
     let _ = out.flush();
 }
 
-/// stderr plus the `/v1/logs` ring buffer, both filtered by `BDK_LOG` (default `info`).
-fn init_logging(logs: &LogBuffer) {
+/// stderr plus the `/v1/logs` ring buffer, both filtered by `BDK_LOG` (default `info`): at
+/// `info`, one access line per request and a line per turn start and end. `--log-format json`
+/// writes one JSON object per line (timestamp, level, target, fields) instead.
+fn init_logging(logs: &LogBuffer, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let stderr = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false);
+    let registry = tracing_subscriber::registry().with(filter).with(logs.layer());
     // A second subscriber (an embedding that set its own) is fine: ours is then not installed.
-    let _ = tracing_subscriber::registry().with(filter).with(stderr).with(logs.layer()).try_init();
+    let _ = match format {
+        LogFormat::Text => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(crate::live::render::colour_for(std::io::stderr().is_terminal()))
+                    .with_target(false),
+            )
+            .try_init(),
+        LogFormat::Json => registry
+            .with(tracing_subscriber::fmt::layer().json().with_writer(std::io::stderr).with_current_span(false))
+            .try_init(),
+    };
 }
 
 /// Agents with `local.sandbox = true` are served only where their tools can be confined, unless
@@ -233,6 +244,6 @@ fn refuse_unconfinable(projects: &[bdk_project::Project], allow_unconfined: bool
         );
     }
     bdk_tools::sandbox::set_allow_unconfined(true);
-    eprintln!("bdk: warning: {agents}: tools run UNCONFINED (--allow-unconfined): {why}");
+    eprintln!("warning: {agents}: tools run UNCONFINED (--allow-unconfined): {why}");
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::exit::Exit;
 pub fn run(args: &TrajectoryArgs) -> anyhow::Result<Exit> {
     let bytes = std::fs::read(&args.events).with_context(|| format!("reading {}", args.events.display()))?;
     let events = parse(&bytes).with_context(|| format!("reading {}", args.events.display()))?;
-    super::run::print(&Trajectory::from_events(&events), true)?;
+    super::run::print_json(&Trajectory::from_events(&events))?;
     Ok(Exit::Ok)
 }
 

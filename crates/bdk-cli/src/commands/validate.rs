@@ -51,7 +51,9 @@ pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
         };
         report::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
     } else {
-        report::emit(&report::diagnostics_text(&discovery));
+        let text = report::diagnostics_text(&discovery);
+        let colour = crate::live::render::colour_for(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+        report::emit(&if colour { report::colourise(&text) } else { text });
     }
     Ok(if errors > 0 { Exit::ProjectErrors } else { Exit::Ok })
 }

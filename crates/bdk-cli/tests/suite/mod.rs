@@ -1,5 +1,7 @@
+mod basics;
 mod bench_serve;
 mod call;
+mod chat;
 mod cost_url;
 mod durable_trace;
 mod eval;

@@ -61,7 +61,7 @@ fn trajectory_of_the_trace_matches_run_json() {
     let state = tempfile::tempdir().unwrap();
     let ran = run_json(state.path(), "What is two and two?");
     assert_eq!(ran["reply"], "What is two and two?");
-    assert_eq!(ran["status"], "completed");
+    assert_eq!(ran["status"], "waiting");
     assert_eq!(ran["events"], 9);
     assert!(ran["usage"]["inputTokens"].as_u64().unwrap() > 0);
     let id = ran["sessionId"].as_str().unwrap();

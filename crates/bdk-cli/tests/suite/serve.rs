@@ -342,3 +342,51 @@ async fn sigterm_drains_running_turns_and_exits_0() {
     let recorded = events(format!("{}/slow/v1/session/{id}/events", server.origin)).await;
     assert_eq!(recorded.iter().filter(|e| e["type"] == "turn.failed").count(), 1, "{recorded:?}");
 }
+
+/// Runs one turn on a fresh server with `extra` flags, stops it, and returns its stderr.
+async fn one_turn_log(extra: &[&str]) -> String {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "hello", &["text = \"hi there\""]);
+    let mut args = vec!["--mode", "single", "--dir", project.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let server = Server::start(&args);
+    let (status, started) = post(format!("{}/v1/session", server.origin), json!({"message": "hello"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let mut stream = Stream::open(format!("{}/v1/session/{id}/stream", server.origin)).await;
+    while let Some(event) = stream.next().await {
+        if event["type"] == "session.waiting" {
+            break;
+        }
+    }
+    let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_log_shows_each_request_and_turn() {
+    let stderr = one_turn_log(&[]).await;
+    assert!(stderr.contains("POST /v1/session 200"), "an access line per request: {stderr}");
+    assert!(stderr.contains("GET /v1/session/ses_"), "{stderr}");
+    assert!(stderr.contains("turn started"), "{stderr}");
+    assert!(stderr.contains("turn completed in"), "{stderr}");
+    assert!(stderr.contains("output tokens, $"), "tokens and cost: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_format_json_writes_one_object_per_line() {
+    let stderr = one_turn_log(&["--log-format", "json"]).await;
+    let lines: Vec<Value> = stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let access = lines.iter().find(|l| l["target"] == "bdk::access" && l["fields"]["method"] == "POST").unwrap();
+    assert_eq!(access["fields"]["status"], 200, "{access}");
+    assert_eq!(access["fields"]["path"], "/v1/session");
+    let turn = lines.iter().find(|l| l["target"] == "bdk::turn" && l["fields"]["output_tokens"].is_u64()).unwrap();
+    assert!(turn["fields"]["cost_usd"].is_number(), "{turn}");
+}

@@ -95,3 +95,33 @@ fn bad_usage_exits_2() {
     let (code, _, stderr) = run(&["validate", "--no-such-flag"]);
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// The first-hour mistakes in one project: every problem of a file is reported (not only the
+/// first), each at its key's line with its path, allowed values, the expected form and a
+/// "did you mean"; a broken tool does not also make its eval claim the tool is missing.
+#[test]
+fn every_problem_of_a_file_is_reported_with_path_line_and_suggestion() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = &tmp.path().join("typos");
+    write(root, "bot/instructions.md", "Be good.\n");
+    write(root, "bot/agent.toml", "max_step = 3\n");
+    write(root, "bot/tool/stray.toml", "description = \"in the wrong folder\"\n");
+    write(
+        root,
+        "bot/tools/bad.toml",
+        "effect = \"reed\"\ntimeout = \"soon\"\nunknown_key = 1\ncommand = \"python3 x.py\"\n\n[input_schema]\ntype = \"object\"\nproperties = { text = { type = \"strng\" } }\n",
+    );
+    write(root, "bot/tools/good.toml", "description = \"fine\"\neffect = \"read\"\ncommand = [\"true\"]\n");
+    write(root, "evals/evals.toml", "max_concurrency = 1\n");
+    write(
+        root,
+        "evals/x.eval.toml",
+        "[[turns]]\nmessage = \"hi\"\n[expect]\ncalled_tool = [{ name = \"bad\" }, { name = \"god\" }]\n",
+    );
+    let dir = root.display().to_string();
+    let (code, stdout, _) = run(&["validate", "--dir", &dir]);
+    assert_eq!(code, 1);
+    assert!(!stdout.contains("\x1b["), "no colour when stdout is not a terminal");
+    assert!(!stdout.contains("names tool `bad`"), "no follow-on about the broken tool: {stdout}");
+    snapshot!("validate_every_problem_text", stdout);
+}

@@ -54,7 +54,9 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         );
         return None;
     }
-    let file: ToolFile = parse::toml_file(src, diags)?;
+    // Keys that did not parse were reported and dropped: check the rest, then drop the tool.
+    let (file, dropped): (ToolFile, Vec<String>) = parse::toml_file_partial(src, diags)?;
+    let body_dropped = dropped.iter().any(|k| k == "command" || k == "script");
     let description = file.description.filter(|d| !d.trim().is_empty());
     if description.is_none() {
         diags.report(
@@ -78,6 +80,7 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
             );
             None
         }
+        (None, None) if body_dropped => None,
         (None, None) => {
             diags.report(
                 Code::ToolBodyMissing,
@@ -160,6 +163,9 @@ pub fn load(src: &SourceFile, name: &str, origin: &Origin, diags: &mut Diagnosti
         }
     }
 
+    if !dropped.is_empty() {
+        return None;
+    }
     Some(ToolDef {
         name: origin.name(name),
         description: description?,
@@ -194,11 +200,18 @@ fn predicate(
         Some(toml::Value::String(s)) => match keyword(s) {
             Some(b) => Some(Predicate::Always(b)),
             None => {
-                diags.report(
+                let (allowed, words): (&str, &[&str]) = if key == "effect" {
+                    ("\"read\", \"write\" or a schema table", &["read", "write"])
+                } else {
+                    ("true, false or a schema table", &["true", "false"])
+                };
+                let suggestion = crate::suggest::did_you_mean(s, words.iter().copied());
+                diags.report_with_hint(
                     Code::InvalidValue,
                     Some(&src.rel),
                     src.pos_of_key(key),
-                    format!("{}: `{key} = \"{s}\"` is not allowed", src.rel),
+                    format!("{}: `{key} = \"{s}\"` is not allowed{suggestion}", src.rel),
+                    format!("`{key}` takes {allowed}"),
                 );
                 None
             }

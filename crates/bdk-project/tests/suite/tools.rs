@@ -102,9 +102,11 @@ fn persistent_is_read_for_server_tools_only() {
 
 #[test]
 fn invalid_input_schema_is_reported() {
-    //! Guards: an input_schema the validation engine cannot compile is invalid_schema at its table.
+    //! Guards: an input_schema the validation engine cannot compile is invalid_schema at the
+    //! offending key's line (not the table header), naming its path and the allowed types.
     let (_fx, project) = tool("command = [\"true\"]\n[input_schema]\ntype = \"nope\"\n").load();
-    only(&project, "invalid_schema").error().file("bot/tools/t.toml").line(3);
+    let d = only(&project, "invalid_schema").error().file("bot/tools/t.toml").line(4);
+    assert!(d.0.message.contains("`input_schema.type`: \"nope\" is not a JSON Schema type"), "{}", d.0.message);
     assert!(project.caps.tools.is_empty());
 }
 
@@ -135,7 +137,7 @@ fn invalid_predicate_schemas_are_reported() {
     let files: Vec<_> =
         super::all_with(&project, "invalid_schema").iter().map(|d| d.file.clone().unwrap_or_default()).collect();
     assert_eq!(files, ["bot/tools/a.toml", "bot/tools/b.toml"]);
-    find(&project, "invalid_schema").error().line(3);
+    find(&project, "invalid_schema").error().line(4);
 }
 
 #[test]

@@ -41,6 +41,7 @@ async fn list(
 
 /// The body of `POST /v1/session/:id/approvals/:callId`.
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: serde_json::Value,
 }

@@ -64,6 +64,7 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(DefaultBodyLimit::max(limit))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(crate::access_log::log))
 }
 
 /// One agent's routes, relative to its base path.

@@ -163,6 +163,10 @@ async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
     none.assert_error(404, "no_matching_evals");
     let bad = call(&client, Method::POST, url("/v1/dev/evals/runs"), Some(json!({"filterIds": "smoke"}))).await;
     assert_eq!(bad.status, 400, "{}", bad.text);
+    assert!(bad.text.contains("field `filterIds`"), "a wrong type names its field: {}", bad.text);
+    let typo = call(&client, Method::POST, url("/v1/dev/evals/runs"), Some(json!({"tag": ["slow"]}))).await;
+    typo.assert_error(400, "invalid_request");
+    assert!(typo.text.contains("unknown field `tag`, expected"), "{}", typo.text);
 
     // A run that hangs in its model call.
     let started = call(&client, Method::POST, url("/v1/dev/evals/runs"), Some(json!({"tags": ["slow"]}))).await;

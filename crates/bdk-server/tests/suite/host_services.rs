@@ -451,3 +451,31 @@ async fn a_command_arms_lists_and_cancels_reminders_of_its_own_session() {
     assert_eq!(reply(&out, 4, 400)["error"], json!("invalid_reminder"));
     assert_eq!(reply(&out, 5, 404)["error"], json!("reminder_not_found"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_host_route_refuses_unknown_fields_naming_them() {
+    let routes = [
+        "/kv/get",
+        "/kv/put",
+        "/kv/delete",
+        "/kv/list",
+        "/files/read",
+        "/files/write",
+        "/files/delete",
+        "/files/list",
+        "/send",
+        "/call-tool",
+        "/reminders/create",
+        "/reminders/cancel",
+    ];
+    let steps: Vec<Value> = routes.iter().map(|route| post(route, json!({"bogusField": 1}))).collect();
+    let host = probe_host(&["hello"], &[Value::Array(steps)]).await;
+    let (_, out) = run_probe(&host).await;
+    for (i, route) in routes.iter().enumerate() {
+        let body = reply(&out, i, 400);
+        assert_eq!(body["error"], json!("invalid_request"), "{route}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains("unknown field `bogusField`, expected"), "{route}: {message}");
+    }
+    host.shutdown().await;
+}

@@ -10,6 +10,7 @@ mod race;
 mod session;
 mod shutdown;
 mod stream;
+mod strict;
 mod support;
 mod tools;
 mod web;
