@@ -1,0 +1,238 @@
+//! Channels: the HTTP surfaces of `channels/<id>.toml` mounted under `/v1/channels/<id>`.
+//!
+//! - `custom` and `webhook` channels serve their declared routes (`custom.rs`); a webhook
+//!   channel first checks an HMAC signature (`signature.rs`).
+//! - `github` channels take webhook deliveries at `POST /v1/channels/<id>/webhook`, and
+//!   `POST /v1/webhooks/github` (loopback only) fans one delivery out to all of them
+//!   (`github.rs`).
+//! - `slack` channels take the Events API at `POST /v1/channels/<id>/events`, or Socket Mode
+//!   (`slack.rs`, started by [`start`]).
+//!
+//! Every channel turns a request into a `send` on the engine (start or continue a session keyed
+//! by the channel's continuation key); `watch.rs` follows the turn for channels that deliver the
+//! answer back to their surface. What does not live here: sessions (`bdk-engine`), the session
+//! API's own auth (`auth.rs` of the crate), host services (`host_services`).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::{any, post};
+use bdk_project::Project;
+use bdk_project::model::{ChannelDef, ChannelKind};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ApiError;
+use crate::extract::BodyLimit;
+use crate::state::{AgentState, AppState};
+
+mod auth;
+mod custom;
+pub mod github;
+pub mod signature;
+pub mod slack;
+mod watch;
+
+pub use auth::Chain;
+
+/// The environment a channel reads its secrets from.
+pub(crate) type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
+
+fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// One mounted channel of an agent.
+#[derive(Debug)]
+pub(crate) struct Mounted {
+    pub def: ChannelDef,
+    pub chain: Chain,
+    pub runtime: Runtime,
+}
+
+#[derive(Debug)]
+pub(crate) enum Runtime {
+    Custom,
+    Webhook(custom::WebhookCheck),
+    Github(Arc<github::Github>),
+    Slack(Arc<slack::Slack>),
+}
+
+/// An agent's channels, by id.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Channels {
+    by_id: Arc<HashMap<String, Arc<Mounted>>>,
+}
+
+impl Channels {
+    fn build(app: &AppState, project: &Project, env: &Env) -> Self {
+        let mut by_id = HashMap::new();
+        for def in &project.caps.channels {
+            let chain = Chain::new(&def.id, &def.auth, app.auth_state(), env);
+            let runtime = match def.kind {
+                ChannelKind::Custom => Runtime::Custom,
+                ChannelKind::Webhook => Runtime::Webhook(custom::WebhookCheck::new(def, env)),
+                ChannelKind::Github => Runtime::Github(Arc::new(github::Github::new(def, env, app.options.dev))),
+                ChannelKind::Slack => Runtime::Slack(Arc::new(slack::Slack::new(def, env))),
+            };
+            by_id.insert(def.id.clone(), Arc::new(Mounted { def: def.clone(), chain, runtime }));
+        }
+        Self { by_id: Arc::new(by_id) }
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&Arc<Mounted>> {
+        self.by_id.get(id)
+    }
+
+    pub(crate) fn github(&self) -> impl Iterator<Item = (&Arc<Mounted>, &Arc<github::Github>)> {
+        self.by_id.values().filter_map(|m| match &m.runtime {
+            Runtime::Github(g) => Some((m, g)),
+            _ => None,
+        })
+    }
+}
+
+/// What problems keep `project`'s channels from serving: a GitHub or Slack channel whose
+/// signing secret is unset outside `--dev`. `serve` refuses to start on any.
+pub fn startup_problems(project: &Project, dev: bool) -> Vec<String> {
+    startup_problems_with(project, dev, &process_env)
+}
+
+pub(crate) fn startup_problems_with(project: &Project, dev: bool, env: &Env) -> Vec<String> {
+    let mut problems = Vec::new();
+    for def in &project.caps.channels {
+        match def.kind {
+            ChannelKind::Github => {
+                if let Some(problem) = github::Settings::from_def(def).missing_secret(env, dev) {
+                    problems.push(format!("{}: {problem}", def.file));
+                }
+            }
+            ChannelKind::Slack => {
+                if let Some(problem) = slack::Settings::from_def(def).missing_secret(env, dev) {
+                    problems.push(format!("{}: {problem}", def.file));
+                }
+            }
+            ChannelKind::Custom | ChannelKind::Webhook => {}
+        }
+    }
+    problems
+}
+
+/// The channel routes of one agent, relative to its base path.
+pub(crate) fn routes(app: &AppState, project: &Project) -> Router<AgentState> {
+    routes_with_env(app, project, &process_env)
+}
+
+pub(crate) fn routes_with_env(app: &AppState, project: &Project, env: &Env) -> Router<AgentState> {
+    let channels = Channels::build(app, project, env);
+    let host = github::host_routes().layer(axum::Extension(channels.clone()));
+    Router::new()
+        .route("/v1/channels/{channel}", any(dispatch_root))
+        .route("/v1/channels/{channel}/{*rest}", any(dispatch))
+        .layer(axum::Extension(channels))
+        .merge(host)
+}
+
+/// `POST /v1/webhooks/github` (host level): one delivery to every mounted GitHub channel.
+pub(crate) fn fanout_routes(app: &AppState) -> Router {
+    let targets: Vec<(crate::state::Agent, Channels)> = app
+        .agents
+        .iter()
+        .map(|agent| (agent.clone(), Channels::build(app, &agent.project, &process_env)))
+        .collect();
+    Router::new().route("/v1/webhooks/github", post(github::fanout)).with_state(Arc::new(targets))
+}
+
+/// Starts what runs beside the routes (Slack Socket Mode connections). Cancel the token to stop.
+pub fn start(app: &AppState) -> CancellationToken {
+    let stop = CancellationToken::new();
+    for agent in app.agents.iter() {
+        for def in agent.project.caps.channels.iter().filter(|d| d.kind == ChannelKind::Slack) {
+            let slack = Arc::new(slack::Slack::new(def, &process_env));
+            if slack.socket_mode() {
+                tokio::spawn(slack::socket_mode(slack, agent.engine.clone(), stop.child_token()));
+            }
+        }
+    }
+    stop
+}
+
+async fn dispatch_root(
+    state: State<AgentState>,
+    channels: axum::Extension<Channels>,
+    Path(channel): Path<String>,
+    request: Request,
+) -> Response {
+    handle(state, channels, channel, String::new(), request).await
+}
+
+async fn dispatch(
+    state: State<AgentState>,
+    channels: axum::Extension<Channels>,
+    Path((channel, rest)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    handle(state, channels, channel, rest, request).await
+}
+
+/// A request to a channel, read once: what every channel kind works from.
+#[derive(Debug)]
+pub(crate) struct Incoming {
+    pub method: Method,
+    /// The path under the channel, starting with `/` (`/` for the channel root).
+    pub path: String,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub peer: Option<SocketAddr>,
+    pub body: Bytes,
+}
+
+async fn handle(
+    State(state): State<AgentState>,
+    axum::Extension(channels): axum::Extension<Channels>,
+    channel: String,
+    rest: String,
+    request: Request,
+) -> Response {
+    use axum::response::IntoResponse;
+    let Some(mounted) = channels.get(&channel).cloned() else {
+        return ApiError::new(StatusCode::NOT_FOUND, "channel_not_found", format!("no channel `{channel}`"))
+            .into_response();
+    };
+    let incoming = match read(request, rest).await {
+        Ok(incoming) => incoming,
+        Err(error) => return error.into_response(),
+    };
+    let result = match &mounted.runtime {
+        Runtime::Custom | Runtime::Webhook(_) => custom::handle(&state, &mounted, incoming).await,
+        Runtime::Github(github) => github::handle(&state, &mounted, github, incoming).await,
+        Runtime::Slack(slack) => slack::handle(&state, slack, incoming).await,
+    };
+    match result {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::warn!(channel = %mounted.def.id, status = error.status.as_u16(), code = error.code, message = %error.message, "channel request refused");
+            error.into_response()
+        }
+    }
+}
+
+async fn read(request: Request, rest: String) -> Result<Incoming, ApiError> {
+    let limit = request.extensions().get::<BodyLimit>().map_or(crate::state::DEFAULT_BODY_LIMIT, |l| l.0);
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| ApiError::payload_too_large(limit))?;
+    Ok(Incoming {
+        method: parts.method,
+        path: format!("/{}", rest.trim_end_matches('/')),
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts.headers,
+        peer,
+        body,
+    })
+}
