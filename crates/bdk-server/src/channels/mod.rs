@@ -47,6 +47,34 @@ fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Where channels read secrets and tokens: the process environment (the default), or a fixed
+/// table (an embedder's secret store, or a test).
+#[derive(Clone, Default)]
+pub struct ChannelEnv(Option<Arc<HashMap<String, String>>>);
+
+impl std::fmt::Debug for ChannelEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("ChannelEnv(process)"),
+            Some(table) => write!(f, "ChannelEnv({} names)", table.len()),
+        }
+    }
+}
+
+impl ChannelEnv {
+    /// Only these names and values; the process environment is not read.
+    pub fn table(values: impl IntoIterator<Item = (String, String)>) -> Self {
+        Self(Some(Arc::new(values.into_iter().collect())))
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        match &self.0 {
+            None => process_env(name),
+            Some(table) => table.get(name).filter(|v| !v.is_empty()).cloned(),
+        }
+    }
+}
+
 /// One mounted channel of an agent.
 #[derive(Debug)]
 pub(crate) struct Mounted {
@@ -125,7 +153,8 @@ pub(crate) fn startup_problems_with(project: &Project, dev: bool, env: &Env) -> 
 
 /// The channel routes of one agent, relative to its base path.
 pub(crate) fn routes(app: &AppState, project: &Project) -> Router<AgentState> {
-    routes_with_env(app, project, &process_env)
+    let env = app.options.channel_env.clone();
+    routes_with_env(app, project, &move |name| env.get(name))
 }
 
 pub(crate) fn routes_with_env(app: &AppState, project: &Project, env: &Env) -> Router<AgentState> {
@@ -143,7 +172,10 @@ pub(crate) fn fanout_routes(app: &AppState) -> Router {
     let targets: Vec<(crate::state::Agent, Channels)> = app
         .agents
         .iter()
-        .map(|agent| (agent.clone(), Channels::build(app, &agent.project, &process_env)))
+        .map(|agent| {
+            let env = app.options.channel_env.clone();
+            (agent.clone(), Channels::build(app, &agent.project, &move |name| env.get(name)))
+        })
         .collect();
     Router::new().route("/v1/webhooks/github", post(github::fanout)).with_state(Arc::new(targets))
 }
@@ -153,7 +185,8 @@ pub fn start(app: &AppState) -> CancellationToken {
     let stop = CancellationToken::new();
     for agent in app.agents.iter() {
         for def in agent.project.caps.channels.iter().filter(|d| d.kind == ChannelKind::Slack) {
-            let slack = Arc::new(slack::Slack::new(def, &process_env));
+            let env = app.options.channel_env.clone();
+            let slack = Arc::new(slack::Slack::new(def, &move |name| env.get(name)));
             if slack.socket_mode() {
                 tokio::spawn(slack::socket_mode(slack, agent.engine.clone(), stop.child_token()));
             }

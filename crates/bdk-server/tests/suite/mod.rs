@@ -1,8 +1,10 @@
 mod approvals;
+mod channels;
 mod auth;
 mod connections;
 mod errors;
 mod evals;
+mod fakes;
 mod host;
 mod host_services;
 mod nodelay;
