@@ -354,7 +354,7 @@ fn template_problem(template: &str) -> Option<String> {
 /// Values of the kind tables that must be one of a few words.
 fn check_choices(file: &ChannelFile, src: &SourceFile, diags: &mut Diagnostics) {
     let choices: [(&str, Option<&String>, &[&str]); 4] = [
-        ("reply", file.github.as_ref().and_then(|g| g.reply.as_ref()), &["comment", "none"]),
+        ("reply", file.github.as_ref().and_then(|g| g.reply.as_ref()), &["comment", "review", "none"]),
         ("algorithm", file.webhook.as_ref().and_then(|w| w.algorithm.as_ref()), &["sha256", "sha512"]),
         ("reply_mode", file.slack.as_ref().and_then(|s| s.reply_mode.as_ref()), &["post"]),
         (

@@ -1,5 +1,6 @@
 mod approvals;
 mod channels;
+mod channels_github;
 mod auth;
 mod connections;
 mod errors;
