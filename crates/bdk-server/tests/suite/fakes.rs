@@ -85,7 +85,7 @@ pub struct SlackFake {
     /// Envelopes to push to the connected socket.
     pub push: mpsc::UnboundedSender<Value>,
     /// Acknowledgements read from the socket.
-    pub acks: Arc<Mutex<mpsc::UnboundedReceiver<Value>>>,
+    pub acks: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>>,
 }
 
 pub async fn slack() -> SlackFake {
@@ -138,5 +138,5 @@ pub async fn slack() -> SlackFake {
     let state = S { record: record.clone(), ws_url, next_ts: Arc::new(Mutex::new(0)) };
     let router = Router::new().route("/api/{method}", post(method)).with_state(state);
     let base = serve(router).await;
-    SlackFake { api: format!("{base}/api"), record, push, acks: Arc::new(Mutex::new(acks)) }
+    SlackFake { api: format!("{base}/api"), record, push, acks: Arc::new(tokio::sync::Mutex::new(acks)) }
 }

@@ -1,6 +1,7 @@
 mod approvals;
 mod channels;
 mod channels_github;
+mod channels_slack;
 mod auth;
 mod connections;
 mod errors;
