@@ -9,6 +9,7 @@ mod call;
 mod cost;
 mod cost_url;
 mod eval;
+mod github;
 mod info;
 mod init;
 mod run;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::Github(args) => github::run(&args),
     }
 }

@@ -1,5 +1,6 @@
 mod bench_serve;
 mod call;
+mod channels;
 mod cost_url;
 mod eval;
 mod examples;
