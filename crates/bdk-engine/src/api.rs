@@ -152,7 +152,10 @@ impl Engine {
 
     /// Hands a message into a channel: starts a chat session on it, or continues the one whose
     /// token is `<channel>:<key>` under `request.admission` (owner-checked).
-    pub async fn channel_send(&self, request: crate::channel_send::ChannelSend) -> Result<bdk_tools::host::SendOutcome> {
+    pub async fn channel_send(
+        &self,
+        request: crate::channel_send::ChannelSend,
+    ) -> Result<bdk_tools::host::SendOutcome> {
         crate::channel_send::send(&self.inner, request).await
     }
 
@@ -164,7 +167,11 @@ impl Engine {
     /// Runs a command with host services granted for exactly as long as it runs (a channel
     /// handler, say): the agent folder as cwd, `{"input", "context"}` on stdin, killed after
     /// its timeout. Failures are an `is_error` outcome.
-    pub async fn run_host_command(&self, command: &crate::HostCommand, input: &serde_json::Value) -> bdk_tools::ToolOutcome {
+    pub async fn run_host_command(
+        &self,
+        command: &crate::HostCommand,
+        input: &serde_json::Value,
+    ) -> bdk_tools::ToolOutcome {
         crate::timed_command::run(&self.inner, command, input).await
     }
 

@@ -46,8 +46,8 @@ mod workspace;
 
 pub use api::*;
 pub use approvals::{DENIED, EXPIRED, PendingApproval};
-pub use channel_send::ChannelSend;
 pub use capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
+pub use channel_send::ChannelSend;
 pub use cost::cost_report;
 pub use direct::{DirectCall, DirectOutcome};
 pub use error::{EngineError, Result};

@@ -14,7 +14,8 @@ use crate::exit::Exit;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// Events `replay` recognises from a file name or a payload's shape.
-const EVENTS: [&str; 5] = ["pull_request", "issue_comment", "pull_request_review_comment", "pull_request_review", "ping"];
+const EVENTS: [&str; 5] =
+    ["pull_request", "issue_comment", "pull_request_review_comment", "pull_request_review", "ping"];
 
 pub fn run(args: &GithubArgs) -> anyhow::Result<Exit> {
     match &args.command {
@@ -24,8 +25,8 @@ pub fn run(args: &GithubArgs) -> anyhow::Result<Exit> {
 
 fn run_replay(args: &ReplayArgs) -> anyhow::Result<Exit> {
     let body = std::fs::read(&args.payload).with_context(|| format!("reading {}", args.payload.display()))?;
-    let payload: Value = serde_json::from_slice(&body)
-        .with_context(|| format!("{} is not a JSON delivery", args.payload.display()))?;
+    let payload: Value =
+        serde_json::from_slice(&body).with_context(|| format!("{} is not a JSON delivery", args.payload.display()))?;
     let file_name = args.payload.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let Some(event) = args.event.clone().or_else(|| event_of(file_name, &payload)) else {
         bail!("cannot tell which event {} is; pass --event (e.g. pull_request)", args.payload.display());

@@ -11,7 +11,8 @@ use super::support::{bdk, example};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ops_bot_readme_alert_curl_is_accepted() {
     let state = tempfile::tempdir().unwrap();
-    let server = Server::start(&["--dev", "--dir", &example("ops-bot"), "--state-root", state.path().to_str().unwrap()]);
+    let server =
+        Server::start(&["--dev", "--dir", &example("ops-bot"), "--state-root", state.path().to_str().unwrap()]);
     let url = format!("{}/ops-bot/v1/channels/alerts/alert", server.origin);
     let body = json!({"service":"checkout-api","severity":"sev1","summary":"5xx above 4%","alertname":"HighErrorRate"});
     let response = within("the alert POST", client().post(&url).json(&body).send()).await.unwrap();

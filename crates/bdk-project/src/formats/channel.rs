@@ -280,7 +280,11 @@ fn load_route(
             diags.report(Code::MissingField, Some(&src.rel), send_pos, format!("{label}: `send.message` is empty"));
             ok = false;
         }
-        for (key, template) in [("message", Some(&send.message)), ("continuation_key", send.continuation_key.as_ref()), ("title", send.title.as_ref())] {
+        for (key, template) in [
+            ("message", Some(&send.message)),
+            ("continuation_key", send.continuation_key.as_ref()),
+            ("title", send.title.as_ref()),
+        ] {
             if let Some(problem) = template.and_then(|t| template_problem(t)) {
                 diags.report_with_hint(
                     Code::InvalidValue,

@@ -31,12 +31,7 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(
         files,
-        [
-            "bot/agent.toml",
-            "bot/artifacts.toml",
-            "bot/mcp-connections/docs.toml",
-            "bot/result.toml"
-        ],
+        ["bot/agent.toml", "bot/artifacts.toml", "bot/mcp-connections/docs.toml", "bot/result.toml"],
         "{found:#?}"
     );
     assert!(

@@ -59,7 +59,9 @@ impl WebhookCheck {
         Self {
             secret,
             secret_env,
-            header: text("signature_header").unwrap_or_else(|| DEFAULT_SIGNATURE_HEADER.to_owned()).to_ascii_lowercase(),
+            header: text("signature_header")
+                .unwrap_or_else(|| DEFAULT_SIGNATURE_HEADER.to_owned())
+                .to_ascii_lowercase(),
             algorithm,
             prefix: text("signature_prefix").unwrap_or_else(|| default_prefix.to_owned()),
         }
@@ -157,11 +159,7 @@ fn match_route<'a>(
     if path_matched {
         return Err(ApiError::method_not_allowed());
     }
-    Err(ApiError::new(
-        StatusCode::NOT_FOUND,
-        "route_not_found",
-        format!("channel `{}` has no route {path}", def.id),
-    ))
+    Err(ApiError::new(StatusCode::NOT_FOUND, "route_not_found", format!("channel `{}` has no route {path}", def.id)))
 }
 
 fn match_path(pattern: &str, path: &str) -> Option<Map<String, Value>> {
@@ -172,10 +170,7 @@ fn match_path(pattern: &str, path: &str) -> Option<Map<String, Value>> {
     }
     let mut params = Map::new();
     for (want, got) in pattern.iter().zip(&path) {
-        let name = want
-            .strip_prefix('{')
-            .and_then(|w| w.strip_suffix('}'))
-            .or_else(|| want.strip_prefix(':'));
+        let name = want.strip_prefix('{').and_then(|w| w.strip_suffix('}')).or_else(|| want.strip_prefix(':'));
         match name {
             Some(name) => {
                 params.insert(name.to_owned(), Value::String(got.clone()));
@@ -202,7 +197,12 @@ fn parse_query(query: Option<&str>, schema: Option<&Value>) -> Result<Map<String
         let kind = schema.and_then(|s| s.pointer(&format!("/properties/{key}/type"))).and_then(Value::as_str);
         let typed = match kind {
             Some("integer") => value.parse::<i64>().map(Value::from).unwrap_or(Value::String(value)),
-            Some("number") => value.parse::<f64>().ok().and_then(|n| serde_json::Number::from_f64(n)).map(Value::Number).unwrap_or(Value::String(value)),
+            Some("number") => value
+                .parse::<f64>()
+                .ok()
+                .and_then(|n| serde_json::Number::from_f64(n))
+                .map(Value::Number)
+                .unwrap_or(Value::String(value)),
             Some("boolean") => match value.as_str() {
                 "true" => Value::Bool(true),
                 "false" => Value::Bool(false),
@@ -220,7 +220,8 @@ fn parse_body(bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid_request(format!("the request body is not valid JSON: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid_request(format!("the request body is not valid JSON: {e}")))
 }
 
 fn validate(schema: &Value, value: &Value, code: &'static str, what: &str) -> Result<(), ApiError> {
@@ -336,10 +337,12 @@ async fn run_handler(
     };
     let status = match answer.remove("status") {
         None => None,
-        Some(Value::Number(n)) => match n.as_u64().and_then(|n| u16::try_from(n).ok()).and_then(|n| StatusCode::from_u16(n).ok()) {
-            Some(status) if status.as_u16() >= 200 => Some(status),
-            _ => return Err(bad_output(format!("`status` {n} is not an HTTP status from 200 to 599"))),
-        },
+        Some(Value::Number(n)) => {
+            match n.as_u64().and_then(|n| u16::try_from(n).ok()).and_then(|n| StatusCode::from_u16(n).ok()) {
+                Some(status) if status.as_u16() >= 200 => Some(status),
+                _ => return Err(bad_output(format!("`status` {n} is not an HTTP status from 200 to 599"))),
+            }
+        }
         Some(other) => return Err(bad_output(format!("`status` must be a number, not {other}"))),
     };
     let headers = response_headers(answer.remove("headers"))?;
@@ -377,11 +380,13 @@ fn response_headers(value: Option<Value>) -> Result<Vec<(HeaderName, HeaderValue
     let mut out = Vec::new();
     for (name, value) in map {
         let Value::String(text) = value else { return Err(bad_output(format!("header `{name}` must be a string"))) };
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad_output(format!("`{name}` is not a header name")))?;
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad_output(format!("`{name}` is not a header name")))?;
         if name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING || name == header::CONNECTION {
             return Err(bad_output(format!("the handler may not set `{name}`")));
         }
-        let value = HeaderValue::from_str(&text).map_err(|_| bad_output(format!("header `{name}` has an invalid value")))?;
+        let value =
+            HeaderValue::from_str(&text).map_err(|_| bad_output(format!("header `{name}` has an invalid value")))?;
         out.push((name, value));
     }
     Ok(out)
@@ -412,7 +417,9 @@ fn parse_send(def: &ChannelDef, value: Value, principal: Principal) -> Result<Ch
         None => admission(def),
         Some("coalesce") => Admission::Coalesce,
         Some("preempt") => Admission::Preempt,
-        Some(other) => return Err(bad_output(format!("`send.admission` is {other:?}, not \"coalesce\" or \"preempt\""))),
+        Some(other) => {
+            return Err(bad_output(format!("`send.admission` is {other:?}, not \"coalesce\" or \"preempt\"")));
+        }
     };
     Ok(send)
 }

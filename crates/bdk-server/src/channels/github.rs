@@ -106,11 +106,8 @@ impl Github {
     pub(crate) fn new(def: &ChannelDef, env: &Env, _dev: bool) -> Self {
         let settings = Settings::from_def(def);
         let secret = env(settings.secret_env()).map(String::into_bytes);
-        let base = settings
-            .api_url
-            .clone()
-            .or_else(|| env("GITHUB_API_URL"))
-            .unwrap_or_else(|| DEFAULT_API_URL.to_owned());
+        let base =
+            settings.api_url.clone().or_else(|| env("GITHUB_API_URL")).unwrap_or_else(|| DEFAULT_API_URL.to_owned());
         let token = env(settings.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV));
         Self {
             id: def.id.clone(),
@@ -215,7 +212,12 @@ fn decide(github: &Github, event: &str, payload: &Value) -> Decision {
                 text("/pull_request/html_url"),
                 text("/pull_request/body"),
             );
-            Decision::Send { title: format!("{repo}#{number}: {title}"), pull, message: message.trim_end().to_owned(), comment_id: None }
+            Decision::Send {
+                title: format!("{repo}#{number}: {title}"),
+                pull,
+                message: message.trim_end().to_owned(),
+                comment_id: None,
+            }
         }
         "issue_comment" | "pull_request_review_comment" => {
             if action != "created" {
@@ -237,7 +239,11 @@ fn decide(github: &Github, event: &str, payload: &Value) -> Decision {
             let pull = PullRef { repo: repo.clone(), number };
             let mut message = format!("{author} commented on {repo}#{number}");
             if event == "pull_request_review_comment" {
-                message.push_str(&format!(" at {}:{}", text("/comment/path"), payload.pointer("/comment/line").cloned().unwrap_or(Value::Null)));
+                message.push_str(&format!(
+                    " at {}:{}",
+                    text("/comment/path"),
+                    payload.pointer("/comment/line").cloned().unwrap_or(Value::Null)
+                ));
             }
             message.push_str(&format!(":\n{}", text("/comment/body")));
             let comment_id = payload.pointer("/comment/id").and_then(Value::as_u64);
@@ -365,7 +371,9 @@ async fn deliver(engine: &Engine, github: &Arc<Github>, incoming: &Incoming) -> 
                         tracing::warn!(%error, pr = %pull.key(), "posting the reply to GitHub failed");
                     }
                 }
-                Some(Ending::Failed(reason)) => tracing::warn!(pr = %pull.key(), reason, "the turn for a GitHub delivery failed"),
+                Some(Ending::Failed(reason)) => {
+                    tracing::warn!(pr = %pull.key(), reason, "the turn for a GitHub delivery failed")
+                }
                 _ => {}
             }
         });
@@ -414,7 +422,11 @@ async fn run_handler(
     });
     let outcome = engine.run_host_command(&command, &input).await;
     if outcome.is_error {
-        return Err(ApiError::new(StatusCode::BAD_GATEWAY, "handler_failed", outcome.result.as_str().unwrap_or("the handler failed").to_owned()));
+        return Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "handler_failed",
+            outcome.result.as_str().unwrap_or("the handler failed").to_owned(),
+        ));
     }
     match outcome.result {
         Value::Null => Ok(HandlerSays::Ignore("the channel's handler ignored the event".into())),
@@ -425,7 +437,11 @@ async fn run_handler(
             message: map.get("message").and_then(Value::as_str).map(str::to_owned),
             title: map.get("title").and_then(Value::as_str).map(str::to_owned),
         }),
-        _ => Err(ApiError::new(StatusCode::BAD_GATEWAY, "handler_invalid_output", "the handler must print null or a JSON object")),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "handler_invalid_output",
+            "the handler must print null or a JSON object",
+        )),
     }
 }
 
@@ -437,8 +453,12 @@ pub(crate) async fn fanout(State(targets): State<Targets>, request: Request) -> 
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
     let proxied = crate::auth::PROXY_HEADERS.iter().any(|h| request.headers().contains_key(*h));
     if !peer.is_some_and(|p| p.ip().is_loopback()) || proxied {
-        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", "POST /v1/webhooks/github takes direct loopback callers only")
-            .into_response();
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "POST /v1/webhooks/github takes direct loopback callers only",
+        )
+        .into_response();
     }
     let incoming = match super::read(request, String::new()).await {
         Ok(incoming) => incoming,
@@ -525,7 +545,9 @@ impl Client {
 
 /// Host services for tools: post a comment or a review on the calling session's pull request.
 pub(crate) fn host_routes() -> Router<AgentState> {
-    Router::new().route("/v1/host/github/comment", post(host_comment)).route("/v1/host/github/review", post(host_review))
+    Router::new()
+        .route("/v1/host/github/comment", post(host_comment))
+        .route("/v1/host/github/review", post(host_review))
 }
 
 #[derive(Debug, Deserialize)]
@@ -564,7 +586,9 @@ async fn host_review(
 ) -> Result<OkJson<Value>, ApiError> {
     let event = body.event.clone().unwrap_or_else(|| "COMMENT".into());
     if !matches!(event.as_str(), "COMMENT" | "APPROVE" | "REQUEST_CHANGES") {
-        return Err(ApiError::invalid_request(format!("`event` is {event:?}; use COMMENT, APPROVE or REQUEST_CHANGES")));
+        return Err(ApiError::invalid_request(format!(
+            "`event` is {event:?}; use COMMENT, APPROVE or REQUEST_CHANGES"
+        )));
     }
     let (github, pull) = target(&state, &channels, &caller, &body).await?;
     let posted = github.client.review(&pull, &body.body, &event).await.map_err(upstream)?;
@@ -600,7 +624,9 @@ async fn target(
                 _ => None,
             }
         })
-        .ok_or_else(|| ApiError::invalid_request("name the GitHub channel (`channel`): this agent has none or several"))?;
+        .ok_or_else(|| {
+            ApiError::invalid_request("name the GitHub channel (`channel`): this agent has none or several")
+        })?;
     let pull = match (&body.repo, body.number) {
         (Some(repo), Some(number)) => PullRef { repo: repo.clone(), number },
         _ => session
@@ -608,7 +634,9 @@ async fn target(
             .and_then(|s| s.continuation_token.as_deref())
             .and_then(|t| t.split_once(':'))
             .and_then(|(_, key)| PullRef::parse_key(key))
-            .ok_or_else(|| ApiError::invalid_request("this call is not in a pull request's session; pass `repo` and `number`"))?,
+            .ok_or_else(|| {
+                ApiError::invalid_request("this call is not in a pull request's session; pass `repo` and `number`")
+            })?,
     };
     Ok((github, pull))
 }

@@ -102,7 +102,13 @@ mod tests {
         assert_eq!(signature, "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
         let secret = b"It's a Secret to Everybody";
         assert!(verify(Algorithm::Sha256, secret, &[b"Hello, World!"], "sha256=", &signature));
-        assert!(verify(Algorithm::Sha256, secret, &[b"Hello, World!"], "sha256=", &signature.to_uppercase().replace("SHA256=", "sha256=")));
+        assert!(verify(
+            Algorithm::Sha256,
+            secret,
+            &[b"Hello, World!"],
+            "sha256=",
+            &signature.to_uppercase().replace("SHA256=", "sha256=")
+        ));
         assert!(!verify(Algorithm::Sha256, secret, &[b"Hello, World?"], "sha256=", &signature));
         assert!(!verify(Algorithm::Sha256, b"other", &[b"Hello, World!"], "sha256=", &signature));
         assert!(!verify(Algorithm::Sha256, secret, &[b"Hello, World!"], "sha256=", "sha256=zz"));

@@ -173,7 +173,9 @@ pub(crate) async fn handle(state: &AgentState, slack: &Arc<Slack>, incoming: Inc
             let local = incoming.peer.is_some_and(|p| p.ip().is_loopback())
                 && !crate::auth::PROXY_HEADERS.iter().any(|h| incoming.headers.contains_key(*h));
             if !local {
-                return Err(ApiError::unauthorized("this Slack channel has no signing secret; only loopback callers are admitted"));
+                return Err(ApiError::unauthorized(
+                    "this Slack channel has no signing secret; only loopback callers are admitted",
+                ));
             }
         }
     }
@@ -257,7 +259,9 @@ fn wake_up(settings: &Settings, event: &Value) -> Result<Wake, String> {
         ("message", _) => {
             let watched = settings.channel_posts.iter().any(|c| c.trim_start_matches('#') == channel);
             if !watched {
-                return Err(format!("channel {channel} is not watched (mention the bot, or add it to `channel_posts`)"));
+                return Err(format!(
+                    "channel {channel} is not watched (mention the bot, or add it to `channel_posts`)"
+                ));
             }
             if !thread.is_empty() {
                 return Err("replies in a watched channel's threads need a mention".into());
@@ -303,7 +307,8 @@ async fn converse(slack: &Slack, engine: &Engine, wake: Wake) {
     if wake.text.is_empty() {
         return;
     }
-    let mut send = ChannelSend::new(slack.id.clone(), format!("<@{}> wrote: {}", wake.user, wake.text), principal.clone());
+    let mut send =
+        ChannelSend::new(slack.id.clone(), format!("<@{}> wrote: {}", wake.user, wake.text), principal.clone());
     send.continuation_key = Some(wake.key.clone());
     send.title = Some(wake.text.chars().take(80).collect());
     send.admission = Admission::Coalesce;
@@ -311,7 +316,11 @@ async fn converse(slack: &Slack, engine: &Engine, wake: Wake) {
         Ok(sent) => sent,
         Err(error) => {
             tracing::warn!(%error, channel = %slack.id, "a Slack message could not be handed to the agent");
-            slack.api.post_message(&wake.channel, &wake.thread_ts, &format!("Sorry, I could not take that: {error}")).await.ok();
+            slack
+                .api
+                .post_message(&wake.channel, &wake.thread_ts, &format!("Sorry, I could not take that: {error}"))
+                .await
+                .ok();
             return;
         }
     };
@@ -381,7 +390,12 @@ pub(crate) async fn socket_mode(slack: Arc<Slack>, engine: Engine, stop: Cancell
 }
 
 /// One websocket session: until Slack asks to reconnect, the socket closes, or `stop`.
-async fn connect_once(slack: &Arc<Slack>, engine: &Engine, app_token: &str, stop: &CancellationToken) -> Result<(), String> {
+async fn connect_once(
+    slack: &Arc<Slack>,
+    engine: &Engine,
+    app_token: &str,
+    stop: &CancellationToken,
+) -> Result<(), String> {
     let opened = slack.api.call_with("apps.connections.open", app_token, &json!({})).await?;
     let url = opened.get("url").and_then(Value::as_str).ok_or("apps.connections.open returned no url")?;
     let (mut socket, _) = tokio_tungstenite::connect_async(url).await.map_err(|e| format!("websocket: {e}"))?;
@@ -440,8 +454,13 @@ impl Api {
     }
 
     async fn post_message(&self, channel: &str, thread_ts: &str, text: &str) -> Result<String, String> {
-        let answer = self.call("chat.postMessage", &json!({"channel": channel, "thread_ts": thread_ts, "text": text})).await?;
-        answer.get("ts").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| "chat.postMessage returned no ts".into())
+        let answer =
+            self.call("chat.postMessage", &json!({"channel": channel, "thread_ts": thread_ts, "text": text})).await?;
+        answer
+            .get("ts")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(|| "chat.postMessage returned no ts".into())
     }
 
     async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<Value, String> {
@@ -482,16 +501,19 @@ mod tests {
     #[test]
     fn mentions_dms_and_watched_posts_wake_the_bot() {
         let settings = Settings { channel_posts: vec!["#C9".into()], ..Settings::default() };
-        let mention = json!({"type": "app_mention", "channel": "C1", "ts": "1.1", "user": "U1", "text": "<@UBOT> hi there"});
+        let mention =
+            json!({"type": "app_mention", "channel": "C1", "ts": "1.1", "user": "U1", "text": "<@UBOT> hi there"});
         let wake = wake_up(&settings, &mention).unwrap();
         assert_eq!((wake.key.as_str(), wake.text.as_str(), wake.thread_ts.as_str()), ("C1:1.1", "hi there", "1.1"));
-        let in_thread = json!({"type": "app_mention", "channel": "C1", "ts": "2.2", "thread_ts": "1.1", "text": "<@UBOT> more"});
+        let in_thread =
+            json!({"type": "app_mention", "channel": "C1", "ts": "2.2", "thread_ts": "1.1", "text": "<@UBOT> more"});
         assert_eq!(wake_up(&settings, &in_thread).unwrap().key, "C1:1.1");
         let dm = json!({"type": "message", "channel_type": "im", "channel": "D1", "ts": "3.3", "text": "hey"});
         assert_eq!(wake_up(&settings, &dm).unwrap().key, "D1:dm");
         let per_thread = Settings { continuation: Some("slack.dmthread/v2".into()), ..Settings::default() };
         assert_eq!(wake_up(&per_thread, &dm).unwrap().key, "D1:3.3");
-        let watched = json!({"type": "message", "channel_type": "channel", "channel": "C9", "ts": "4.4", "text": "deploy?"});
+        let watched =
+            json!({"type": "message", "channel_type": "channel", "channel": "C9", "ts": "4.4", "text": "deploy?"});
         assert_eq!(wake_up(&settings, &watched).unwrap().key, "C9:4.4");
         let reply = json!({"type": "message", "channel": "C9", "ts": "5.5", "thread_ts": "4.4", "text": "x"});
         assert!(wake_up(&settings, &reply).is_err());

@@ -107,7 +107,10 @@ async fn the_declarative_form_sends_and_answers_202_with_the_session() {
     let list = portal.get("/v1/sessions").await;
     let sessions = list.body["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{}", list.text);
-    assert_eq!((&sessions[0]["channel"], &sessions[0]["continuationToken"]), (&json!("tickets"), &json!("tickets:ticket:42")));
+    assert_eq!(
+        (&sessions[0]["channel"], &sessions[0]["continuationToken"]),
+        (&json!("tickets"), &json!("tickets:ticket:42"))
+    );
     assert_eq!(sessions[0]["title"], "Ticket 42");
 
     // The channel token works on the session routes: by id with the token, and in the path.
@@ -145,7 +148,8 @@ async fn bad_bodies_and_every_auth_failure_are_refused_before_anything_runs() {
     // The chain admits direct loopback callers after the bearer policy, so the failures are
     // seen through a proxy header (the caller is then not direct).
     let proxied = |token: Option<&str>| {
-        let mut request = host.client.post(host.url(path)).header("x-forwarded-for", "203.0.113.9").json(&json!({"summary": "x"}));
+        let mut request =
+            host.client.post(host.url(path)).header("x-forwarded-for", "203.0.113.9").json(&json!({"summary": "x"}));
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }

@@ -38,7 +38,14 @@ async fn start(api: &str) -> Host {
         .await
 }
 
-async fn deliver(host: &Host, url: &str, event: &str, id: &str, body: &[u8], signature: Option<String>) -> super::support::Reply {
+async fn deliver(
+    host: &Host,
+    url: &str,
+    event: &str,
+    id: &str,
+    body: &[u8],
+    signature: Option<String>,
+) -> super::support::Reply {
     let mut request = host
         .client
         .post(url)
@@ -62,7 +69,8 @@ async fn a_signed_pull_request_opened_delivery_gets_a_review_posted() {
     let host = start(&api).await;
     let url = host.url("/v1/channels/reviews/webhook");
     let body = fixture("pull_request.opened");
-    let accepted = deliver(&host, &url, "pull_request", "d-1", &body, Some(github_signature(SECRET.as_bytes(), &body))).await;
+    let accepted =
+        deliver(&host, &url, "pull_request", "d-1", &body, Some(github_signature(SECRET.as_bytes(), &body))).await;
     assert_eq!(accepted.status.as_u16(), 202, "{}", accepted.text);
     assert_eq!(accepted.body["continuationToken"], "reviews:pr:acme/checkout#42");
 
@@ -92,7 +100,9 @@ async fn unsigned_mis_signed_replayed_and_filtered_deliveries_start_nothing() {
     let mut tampered = body.clone();
     tampered.extend_from_slice(b" ");
     let signed_original = github_signature(SECRET.as_bytes(), &body);
-    deliver(&host, &url, "pull_request", "d-3", &tampered, Some(signed_original)).await.assert_error(401, "invalid_signature");
+    deliver(&host, &url, "pull_request", "d-3", &tampered, Some(signed_original))
+        .await
+        .assert_error(401, "invalid_signature");
 
     let sign = |b: &[u8]| Some(github_signature(SECRET.as_bytes(), b));
     let not_json = b"{\"action\":";

@@ -69,10 +69,18 @@ async fn serve(router: Router) -> String {
 /// A GitHub REST API: every POST is recorded and answered `201` with an id and URL.
 pub async fn github() -> (String, Arc<Record>) {
     let record = Arc::new(Record::default());
-    async fn any_post(State(record): State<Arc<Record>>, Path(path): Path<String>, headers: HeaderMap, body: String) -> (axum::http::StatusCode, axum::Json<Value>) {
+    async fn any_post(
+        State(record): State<Arc<Record>>,
+        Path(path): Path<String>,
+        headers: HeaderMap,
+        body: String,
+    ) -> (axum::http::StatusCode, axum::Json<Value>) {
         let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         record.push(Call { path: format!("/{path}"), token: token(&headers), body });
-        (axum::http::StatusCode::CREATED, axum::Json(json!({"id": 1, "html_url": "https://github.com/acme/checkout/pull/42#x"})))
+        (
+            axum::http::StatusCode::CREATED,
+            axum::Json(json!({"id": 1, "html_url": "https://github.com/acme/checkout/pull/42#x"})),
+        )
     }
     let router = Router::new().route("/{*path}", post(any_post)).with_state(record.clone());
     (serve(router).await, record)
@@ -120,7 +128,12 @@ pub async fn slack() -> SlackFake {
         ws_url: String,
         next_ts: Arc<Mutex<u64>>,
     }
-    async fn method(State(s): State<S>, Path(method): Path<String>, headers: HeaderMap, body: String) -> axum::Json<Value> {
+    async fn method(
+        State(s): State<S>,
+        Path(method): Path<String>,
+        headers: HeaderMap,
+        body: String,
+    ) -> axum::Json<Value> {
         let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         s.record.push(Call { path: method.clone(), token: token(&headers), body: body.clone() });
         let answer = match method.as_str() {

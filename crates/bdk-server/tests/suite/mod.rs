@@ -1,8 +1,8 @@
 mod approvals;
+mod auth;
 mod channels;
 mod channels_github;
 mod channels_slack;
-mod auth;
 mod connections;
 mod errors;
 mod evals;
