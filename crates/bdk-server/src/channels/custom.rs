@@ -200,7 +200,7 @@ fn parse_query(query: Option<&str>, schema: Option<&Value>) -> Result<Map<String
             Some("number") => value
                 .parse::<f64>()
                 .ok()
-                .and_then(|n| serde_json::Number::from_f64(n))
+                .and_then(serde_json::Number::from_f64)
                 .map(Value::Number)
                 .unwrap_or(Value::String(value)),
             Some("boolean") => match value.as_str() {

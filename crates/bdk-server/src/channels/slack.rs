@@ -353,7 +353,8 @@ async fn converse(slack: &Slack, engine: &Engine, wake: Wake) {
     let reply = match ending {
         Some(Ending::Completed(Some(text))) if !text.trim().is_empty() => Some(text),
         Some(Ending::Completed(_)) => None,
-        Some(Ending::Failed(reason)) if reason.contains("interrupted") => Some("Stopped.".to_owned()),
+        // Interrupted by `stop`, which answers for itself.
+        Some(Ending::Failed(reason)) if reason.contains("interrupted") => None,
         Some(Ending::Failed(reason)) => Some(format!("Sorry, that failed: {reason}")),
         None => None,
     };

@@ -207,3 +207,48 @@ async fn handlers_that_crash_hang_or_print_garbage_start_nothing() {
     host.post(path, &json!({"hang": true})).await.assert_error(504, "handler_timeout");
     assert_eq!(session_count(&host).await, 0);
 }
+
+#[tokio::test]
+async fn a_webhook_channel_admits_only_bodies_signed_with_its_secret() {
+    use bdk_server::channels::signature::{Algorithm, hmac_hex};
+    let channel = r#"
+kind = "webhook"
+
+[webhook]
+secret_env = "HOOK_SECRET"
+signature_header = "X-Hook-Signature"
+algorithm = "sha512"
+
+[[routes]]
+method = "POST"
+path = "/"
+send = { message = "Build {{body.build}} {{body.status}}", continuation_key = "build:{{body.build}}" }
+"#;
+    let host = host()
+        .script(vec![ScriptStep::text("noted")])
+        .file("bot/channels/ci.toml", channel)
+        .options(|o| o.channel_env = ChannelEnv::table([("HOOK_SECRET".to_owned(), "hook-secret".to_owned())]))
+        .start()
+        .await;
+    let body = br#"{"build": 77, "status": "failed"}"#.to_vec();
+    let post = |signature: Option<String>, body: Vec<u8>| {
+        let mut request =
+            host.client.post(host.url("/v1/channels/ci")).body(body).header("x-forwarded-for", "203.0.113.9");
+        if let Some(signature) = signature {
+            request = request.header("x-hook-signature", signature);
+        }
+        request.send()
+    };
+    let sign = |secret: &[u8], body: &[u8]| format!("sha512={}", hmac_hex(Algorithm::Sha512, secret, &[body]));
+    reply(post(None, body.clone()).await.unwrap()).await.assert_error(401, "invalid_signature");
+    reply(post(Some(sign(b"other", &body)), body.clone()).await.unwrap()).await.assert_error(401, "invalid_signature");
+    let sha256 = format!("sha256={}", hmac_hex(Algorithm::Sha256, b"hook-secret", &[&body]));
+    reply(post(Some(sha256), body.clone()).await.unwrap()).await.assert_error(401, "invalid_signature");
+    assert_eq!(session_count(&host).await, 0);
+    // Signed, it is admitted even through a proxy: the signature is the credential.
+    let accepted = reply(post(Some(sign(b"hook-secret", &body)), body.clone()).await.unwrap()).await;
+    assert_eq!(accepted.status.as_u16(), 202, "{}", accepted.text);
+    assert_eq!(accepted.body["continuationToken"], "ci:build:77");
+    let listed = host.state.agents[0].engine.list(ListScope::All).await.unwrap();
+    assert_eq!(listed[0].principal, "webhook:ci");
+}

@@ -123,6 +123,7 @@ async fn unsigned_mis_signed_replayed_and_filtered_deliveries_start_nothing() {
     assert_eq!(unknown.status.as_u16(), 200);
     assert!(unknown.body["ignored"].as_str().unwrap().contains("deployment_status"), "{}", unknown.text);
     assert_eq!(sessions(&host).await, 0);
+    assert!(github.calls().is_empty(), "nothing was posted for refused deliveries");
 
     // A delivery is handled once.
     let first = deliver(&host, &url, "pull_request", "d-8", &body, sign(&body)).await;

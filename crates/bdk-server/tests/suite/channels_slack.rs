@@ -117,3 +117,54 @@ async fn socket_mode_acknowledges_envelopes_and_replies_in_the_thread() {
     assert_eq!(ack, json!({"envelope_id": "57d6a792-4d35-4d0b-b6aa-3361493e1caf"}));
     assert_thread_reply(&fake).await;
 }
+
+#[tokio::test]
+async fn stop_in_a_thread_interrupts_its_turn() {
+    let fake = fakes::slack().await;
+    let channel =
+        format!("kind = \"slack\"\n[slack]\nenv_prefix = \"OPS\"\napi_url = \"{}\"\nsocket_mode = false\n", fake.api);
+    let env = vec![
+        ("OPS_SLACK_BOT_TOKEN".to_owned(), "xoxb-test".to_owned()),
+        ("OPS_SLACK_SIGNING_SECRET".to_owned(), SECRET.to_owned()),
+    ];
+    // The first answer streams slowly, so the turn is still running when `stop` arrives.
+    let host = host()
+        .script(vec![super::support::slow_text(400, std::time::Duration::from_millis(50))])
+        .file("bot/channels/ops.toml", &channel)
+        .options(|o| o.channel_env = ChannelEnv::table(env))
+        .start()
+        .await;
+    let now = chrono::Utc::now().timestamp();
+    assert_eq!(post_event(&host, &mention(), now, SECRET).await.status.as_u16(), 200);
+    fake.record.wait_for("chat.postMessage").await;
+    let session = within("the thread's session", async {
+        loop {
+            let found = host.state.agents[0].engine.find_by_token("ops:C0LAN2Q65:1715000000.000100").await.unwrap();
+            if let Some(found) = found {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    host.wait_for(session.as_str(), "turn.started", None).await;
+    let mut stop: Value = serde_json::from_slice(&mention()).unwrap();
+    stop["event_id"] = json!("Ev0STOP");
+    stop["event"]["text"] = json!("<@U0LAN0Z89> stop");
+    stop["event"]["ts"] = json!("1715000050.000200");
+    stop["event"]["thread_ts"] = json!("1715000000.000100");
+    let stop = serde_json::to_vec(&stop).unwrap();
+    assert_eq!(post_event(&host, &stop, now, SECRET).await.status.as_u16(), 200);
+    let failed = host.wait_for(session.as_str(), "turn.failed", None).await;
+    assert!(format!("{failed:?}").contains("interrupted"), "{failed:?}");
+    fake.record.wait_for("chat.delete").await;
+    let texts: Vec<String> = fake
+        .record
+        .calls()
+        .iter()
+        .filter(|c| c.path == "chat.postMessage")
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(texts.iter().filter(|t| *t == "Stopped.").count(), 1, "{texts:?}");
+    assert!(!texts.iter().any(|t| t.starts_with("w0 w1")), "no reply for the stopped turn: {texts:?}");
+}
