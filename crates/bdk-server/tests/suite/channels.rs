@@ -87,6 +87,11 @@ async fn start() -> Host {
         .await
 }
 
+/// The index of the last `message.received` of `id`.
+async fn follow_index(host: &Host, id: &str) -> u64 {
+    host.events(id).await.iter().rev().find(|e| e.event_type() == "message.received").map(|e| e.index).unwrap()
+}
+
 async fn session_count(host: &Host) -> usize {
     host.state.agents[0].engine.list(ListScope::All).await.unwrap().len()
 }
@@ -121,6 +126,8 @@ async fn the_declarative_form_sends_and_answers_202_with_the_session() {
     let follow = portal.follow_up(id, "tickets:ticket:42", "Any update?").await;
     assert_eq!(follow.status.as_u16(), 200, "{}", follow.text);
     assert_eq!(follow.body["continuationToken"], "tickets:ticket:42");
+    // (Once the follow-up's turn is over, so both reads see the same log.)
+    portal.wait_for(id, "session.waiting", Some(follow_index(&portal, id).await)).await;
     let by_token = portal.get("/v1/session/tickets:ticket:42/events").await;
     assert_eq!(by_token.status.as_u16(), 200, "{}", by_token.text);
     assert_eq!(by_token.text, portal.get(&id_path).await.text);
