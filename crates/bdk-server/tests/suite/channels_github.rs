@@ -162,3 +162,54 @@ async fn the_fan_out_route_reaches_every_github_channel_from_loopback_only() {
     .await;
     proxied.assert_error(403, "forbidden");
 }
+
+const POST_REVIEW_PY: &str = r#"
+import json, os, sys, urllib.request
+args = json.load(sys.stdin)["input"]
+req = urllib.request.Request(os.environ["BDK_HOST_URL"] + "/github/review",
+    data=json.dumps({"body": args["body"], "event": args["event"]}).encode(),
+    headers={"authorization": "Bearer " + os.environ["BDK_HOST_TOKEN"], "content-type": "application/json"})
+print(json.dumps(json.load(urllib.request.urlopen(req))))
+"#;
+
+#[tokio::test]
+async fn a_tool_posts_a_review_on_its_sessions_pull_request_through_host_services() {
+    let (api, github) = fakes::github().await;
+    let channel = format!(
+        "kind = \"github\"\n[github]\nwebhook_secret_env = \"GH_HOOK_SECRET\"\ntoken_env = \"GH_TOKEN\"\n\
+         api_url = \"{api}\"\nreply = \"none\"\n"
+    );
+    let tool = "description = \"Post a review on this pull request.\"\ncommand = [\"python3\", \"lib/post_review.py\"]\n\
+                [input_schema]\ntype = \"object\"\nrequired = [\"body\", \"event\"]\n\
+                properties = { body = { type = \"string\" }, event = { type = \"string\" } }\n";
+    let host = host()
+        .script(vec![
+            ScriptStep::tool_call(
+                "c1",
+                "post_review",
+                json!({"body": "Approved: retries are idempotent.", "event": "APPROVE"}),
+            ),
+            ScriptStep::text("Review posted."),
+        ])
+        .file("bot/channels/reviews.toml", &channel)
+        .file("bot/tools/post_review.toml", tool)
+        .file("bot/lib/post_review.py", POST_REVIEW_PY)
+        .options(|o| {
+            o.channel_env = ChannelEnv::table([
+                ("GH_HOOK_SECRET".to_owned(), SECRET.to_owned()),
+                ("GH_TOKEN".to_owned(), "gh-token".to_owned()),
+            ])
+        })
+        .start()
+        .await;
+    let body = fixture("pull_request.opened");
+    let url = host.url("/v1/channels/reviews/webhook");
+    let accepted =
+        deliver(&host, &url, "pull_request", "t-1", &body, Some(github_signature(SECRET.as_bytes(), &body))).await;
+    assert_eq!(accepted.status.as_u16(), 202, "{}", accepted.text);
+    let review = github.wait_for("/repos/acme/checkout/pulls/42/reviews").await;
+    assert_eq!(review.body, json!({"body": "Approved: retries are idempotent.", "event": "APPROVE"}));
+    assert_eq!(review.token.as_deref(), Some("gh-token"));
+    // `reply = "none"`: the final answer is not posted as well.
+    assert!(github.calls().iter().all(|c| !c.path.ends_with("/comments")), "{:?}", github.calls());
+}
