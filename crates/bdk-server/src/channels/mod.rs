@@ -125,13 +125,14 @@ impl Channels {
     }
 }
 
-/// What problems keep `project`'s channels from serving: a GitHub or Slack channel whose
-/// signing secret is unset outside `--dev`. `serve` refuses to start on any.
+/// What problems keep `project`'s channels from serving: a GitHub, Slack or signed webhook
+/// channel whose secret is unset outside `--dev`. `serve` refuses to start on any.
 pub fn startup_problems(project: &Project, dev: bool) -> Vec<String> {
     startup_problems_with(project, dev, &process_env)
 }
 
-pub(crate) fn startup_problems_with(project: &Project, dev: bool, env: &Env) -> Vec<String> {
+/// [`startup_problems`] reading secrets from `env`.
+pub fn startup_problems_with(project: &Project, dev: bool, env: &Env) -> Vec<String> {
     let mut problems = Vec::new();
     for def in &project.caps.channels {
         match def.kind {
@@ -145,7 +146,20 @@ pub(crate) fn startup_problems_with(project: &Project, dev: bool, env: &Env) -> 
                     problems.push(format!("{}: {problem}", def.file));
                 }
             }
-            ChannelKind::Custom | ChannelKind::Webhook => {}
+            ChannelKind::Webhook => {
+                let name = def.settings.as_ref().and_then(|s| s.get("secret_env")).and_then(serde_json::Value::as_str);
+                if let Some(name) = name
+                    && !dev
+                    && env(name).is_none()
+                {
+                    problems.push(format!(
+                        "{}: the webhook secret ${name} is not set; signed requests cannot be verified \
+                         (set it, or serve with --dev)",
+                        def.file
+                    ));
+                }
+            }
+            ChannelKind::Custom => {}
         }
     }
     problems
@@ -268,4 +282,46 @@ async fn read(request: Request, rest: String) -> Result<Incoming, ApiError> {
         peer,
         body,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(files: &[(&str, &str)]) -> (tempfile::TempDir, Project) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path().join("p");
+        std::fs::create_dir_all(root.join("bot/channels")).unwrap();
+        std::fs::write(root.join("bot/agent.toml"), "name = \"p\"\n").unwrap();
+        std::fs::write(root.join("bot/instructions.md"), "Hi.\n").unwrap();
+        for (path, text) in files {
+            std::fs::write(root.join(path), text).unwrap();
+        }
+        let mut discovery = bdk_project::discover(&[root]);
+        (dir, discovery.projects.remove(0))
+    }
+
+    #[test]
+    fn unverifiable_channels_are_startup_problems_outside_dev() {
+        let (_dir, project) = project(&[
+            ("bot/channels/gh.toml", "kind = \"github\"\n"),
+            ("bot/channels/sl.toml", "kind = \"slack\"\n[slack]\nenv_prefix = \"OPS\"\n"),
+            (
+                "bot/channels/hook.toml",
+                "kind = \"webhook\"\n[webhook]\nsecret_env = \"HOOK\"\n[[routes]]\nmethod = \"POST\"\npath = \"/\"\nhandler = [\"true\"]\n",
+            ),
+        ]);
+        let none = |_: &str| None;
+        let problems = startup_problems_with(&project, false, &none);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("$GITHUB_WEBHOOK_SECRET")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("$OPS_SLACK_SIGNING_SECRET")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.contains("$HOOK")), "{problems:?}");
+        assert!(startup_problems_with(&project, true, &none).is_empty());
+        let all = |name: &str| Some(format!("value of {name}"));
+        assert!(startup_problems_with(&project, false, &all).is_empty());
+        let socket = |name: &str| (name == "OPS_SLACK_APP_TOKEN").then(|| "xapp".to_owned());
+        let problems = startup_problems_with(&project, false, &socket);
+        assert!(!problems.iter().any(|p| p.contains("OPS_SLACK")), "Socket Mode needs no signing secret: {problems:?}");
+    }
 }
