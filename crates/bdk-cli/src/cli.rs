@@ -48,6 +48,42 @@ pub enum Command {
     /// Run a command confined by Landlock (how `local.sandbox` launches tools; not for people).
     #[command(name = "sandbox-exec", hide = true)]
     SandboxExec(SandboxExecArgs),
+    /// GitHub tooling: `replay` sends a saved webhook delivery, signed, to a running server.
+    Github(GithubArgs),
+}
+
+/// `bdk github`.
+#[derive(Debug, Args)]
+pub struct GithubArgs {
+    #[command(subcommand)]
+    pub command: GithubCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GithubCommand {
+    /// Sign a saved webhook delivery (`X-Hub-Signature-256`) and send it to a running server.
+    Replay(ReplayArgs),
+}
+
+/// `bdk github replay`. Exit codes: 0 the server accepted it (2xx), 3 otherwise.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The saved delivery (the JSON body GitHub posted), e.g. `pull_request.opened.json`.
+    #[arg(value_name = "PAYLOAD.json")]
+    pub payload: PathBuf,
+    /// The server (`http://127.0.0.1:3000`: the loopback fan-out `/v1/webhooks/github`), or a
+    /// channel's webhook URL (`.../v1/channels/<id>/webhook`).
+    #[arg(long, value_name = "URL")]
+    pub url: String,
+    /// The event (`X-GitHub-Event`); default: the file name's first part, else the payload's shape.
+    #[arg(long, value_name = "EVENT")]
+    pub event: Option<String>,
+    /// The environment variable holding the webhook secret to sign with.
+    #[arg(long, value_name = "NAME", default_value = "GITHUB_WEBHOOK_SECRET")]
+    pub secret_env: Option<String>,
+    /// The delivery id (`X-GitHub-Delivery`); default: a fresh one.
+    #[arg(long, value_name = "ID")]
+    pub delivery: Option<String>,
 }
 
 /// `bdk sandbox-exec`: confine this process, then exec the command.
@@ -105,7 +141,8 @@ impl Command {
             | Command::Trajectory(_)
             | Command::Help(_)
             | Command::Completions(_)
-            | Command::SandboxExec(_) => Vec::new(),
+            | Command::SandboxExec(_)
+            | Command::Github(_) => Vec::new(),
         }
     }
 }

@@ -150,6 +150,31 @@ impl Engine {
         self.inner.is_busy(session)
     }
 
+    /// Hands a message into a channel: starts a chat session on it, or continues the one whose
+    /// token is `<channel>:<key>` under `request.admission` (owner-checked).
+    pub async fn channel_send(
+        &self,
+        request: crate::channel_send::ChannelSend,
+    ) -> Result<bdk_tools::host::SendOutcome> {
+        crate::channel_send::send(&self.inner, request).await
+    }
+
+    /// The id of the session whose current continuation token is `token`, if any.
+    pub async fn find_by_token(&self, token: &str) -> Result<Option<SessionId>> {
+        Ok(self.inner.direct_tokens.find(&self.inner, token).await?.map(|record| record.id))
+    }
+
+    /// Runs a command with host services granted for exactly as long as it runs (a channel
+    /// handler, say): the agent folder as cwd, `{"input", "context"}` on stdin, killed after
+    /// its timeout. Failures are an `is_error` outcome.
+    pub async fn run_host_command(
+        &self,
+        command: &crate::HostCommand,
+        input: &serde_json::Value,
+    ) -> bdk_tools::ToolOutcome {
+        crate::timed_command::run(&self.inner, command, input).await
+    }
+
     /// Stops admitting turns, lets running ones finish for up to `grace`, then cancels them and
     /// waits until their final events are durable.
     pub async fn drain(&self, grace: Duration) {

@@ -254,7 +254,12 @@ impl Core {
                     }
                 }
             };
+            // A channel token is a stable address (`<channel>:<key>`); an HTTP token is a
+            // rotating credential and is never listed.
+            let continuation_token =
+                record.continuation_token.filter(|token| !crate::tokens::rotates(token) && record.channel != "http");
             out.push(SessionSummary {
+                continuation_token,
                 session_id: record.id,
                 mode: record.mode,
                 channel: record.channel,

@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use bdk_protocol::CallId;
-use bdk_protocol::event::SessionMode;
 use bdk_store::DataScope;
 use bdk_tools::host::{CallOutcome, FileEntry, HostErrorKind, HostIdentity, HostResult, SendOutcome, SendRequest};
 use bdk_tools::{BoxFuture, HostAccess, HostError, HostServices, Scope, ToolInvocation};
@@ -27,7 +26,7 @@ use serde_json::Value;
 use crate::direct::DirectCall;
 use crate::engine::Core;
 use crate::error::EngineError;
-use crate::types::{Admission, FollowUp, Principal, StartSession};
+use crate::types::{Admission, Principal};
 
 /// Who an unbound `callTool` acts for when its grant names no principal.
 const HOST_PRINCIPAL: &str = "host";
@@ -43,7 +42,7 @@ pub const MAX_CALL_DEPTH: u32 = 8;
 #[derive(Debug, Default)]
 pub(crate) struct HostState {
     pub authority: Option<Arc<dyn HostAuthority>>,
-    send_lock: tokio::sync::Mutex<()>,
+    pub(crate) send_lock: tokio::sync::Mutex<()>,
     /// How many `callTool`s deep each running nested call is (absent: 0).
     depths: std::sync::Mutex<HashMap<CallId, u32>>,
 }
@@ -179,59 +178,28 @@ impl EngineHost {
             Some(id) => core.stores.sessions.get(id).await.map_err(store_error)?.is_some_and(|r| r.dry_run),
             None => false,
         };
-        let start = |continuation_key: Option<String>| StartSession {
-            message: request.message.clone(),
-            principal: principal.clone(),
-            channel: request.channel.clone(),
-            continuation_key,
-            mode: SessionMode::Chat,
-            title: request.title.clone(),
+        let admission = match request.admission.as_deref() {
+            None | Some("coalesce") => Admission::Coalesce,
+            Some("preempt") => Admission::Preempt,
+            Some(other) => {
+                return Err(HostError::invalid(
+                    "invalid_request",
+                    format!("admission must be \"coalesce\" or \"preempt\", not {other:?}"),
+                ));
+            }
+        };
+        let send = crate::channel_send::ChannelSend {
+            channel: request.channel,
+            message: request.message,
+            principal,
+            continuation_key: request.continuation_key,
+            title: request.title,
+            // By default a send never interrupts a running turn (it may be the caller's own).
+            admission,
             dry_run,
-            as_of: None,
             purpose: None,
-            workspace_files: Vec::new(),
         };
-        let Some(key) = request.continuation_key.clone() else {
-            let started = core.start_session(start(None)).await.map_err(engine_error)?;
-            return Ok(SendOutcome {
-                session_id: started.session_id,
-                continuation_token: started.continuation_token,
-                turn_id: Some(started.turn_id),
-                created: true,
-            });
-        };
-        let token = crate::tokens::channel_token(&request.channel, &key).map_err(engine_error)?;
-        // Find-or-create under one lock, so two sends with one key make one session.
-        let _guard = core.host.send_lock.lock().await;
-        let existing = core.direct_tokens.find(&core, &token).await.map_err(engine_error)?;
-        match existing {
-            Some(record) => {
-                let follow_up = FollowUp {
-                    message: request.message.clone(),
-                    principal,
-                    continuation_token: token,
-                    // Never interrupt a running turn (it may be the caller's own).
-                    admission: Admission::Coalesce,
-                    workspace_files: Vec::new(),
-                };
-                let accepted = core.follow_up(&record.id, follow_up).await.map_err(engine_error)?;
-                Ok(SendOutcome {
-                    session_id: record.id,
-                    continuation_token: accepted.continuation_token,
-                    turn_id: accepted.turn_id,
-                    created: false,
-                })
-            }
-            None => {
-                let started = core.start_session(start(Some(key))).await.map_err(engine_error)?;
-                Ok(SendOutcome {
-                    session_id: started.session_id,
-                    continuation_token: started.continuation_token,
-                    turn_id: Some(started.turn_id),
-                    created: true,
-                })
-            }
-        }
+        crate::channel_send::send(&core, send).await.map_err(engine_error)
     }
 
     /// Bound to the calling session, the call runs as part of the caller (`direct::call_nested`);

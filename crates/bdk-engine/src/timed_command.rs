@@ -19,7 +19,7 @@ use crate::host::HostScope;
 
 /// One command to run for timed work.
 #[derive(Debug, Clone)]
-pub(crate) struct TimedCommand {
+pub struct TimedCommand {
     /// For messages and the call id (`schedule-<id>`, `reminder-<name>`).
     pub name: String,
     pub argv: Vec<String>,

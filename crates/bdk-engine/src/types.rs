@@ -126,6 +126,9 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// `running`, `waiting`, `completed` or `failed`.
     pub status: String,
+    /// A channel session's token (`<channelId>:<key>`); absent for HTTP sessions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

@@ -209,18 +209,6 @@ fn sandbox_coverage(project: &Project, agent_toml: Option<&SourceFile>, diags: &
 
 fn schedule_channels(project: &Project, diags: &mut Diagnostics) {
     for schedule in &project.caps.schedules {
-        if matches!(schedule.action, ScheduleAction::Receive { .. }) {
-            diags.report(
-                Code::ScheduleReceiveUnsupported,
-                Some(&schedule.file),
-                None,
-                format!(
-                    "{}: schedule `{}` hands its message to a channel with `receive`, which does not run yet: \
-                     it is listed but never fires",
-                    schedule.file, schedule.id
-                ),
-            );
-        }
         if let ScheduleAction::Receive { channel, .. } = &schedule.action
             && !project.caps.channels.iter().any(|c| &c.id == channel)
         {

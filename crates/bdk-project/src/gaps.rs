@@ -12,9 +12,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     for connection in &project.caps.connections {
         warn(&connection.file, &format!("MCP connection `{}` (no MCP client is started)", connection.name));
     }
-    for channel in &project.caps.channels {
-        warn(&channel.file, &format!("channel `{}` (its routes are not served)", channel.id));
-    }
     if let Some(artifacts) = &project.artifacts {
         warn(&artifacts.file, "artifacts (`tag_artifact`, /v1/artifacts)");
     }

@@ -275,6 +275,24 @@ fn connection(c: &crate::model::ConnectionDef) -> ConnectionInfo {
     info
 }
 
+/// The route a GitHub or Slack channel serves by itself (it declares none).
+fn builtin_route(c: &crate::model::ChannelDef) -> Option<RouteInfo> {
+    let (path, description) = match c.kind {
+        crate::model::ChannelKind::Github => ("/webhook", "GitHub webhook deliveries (X-Hub-Signature-256)"),
+        crate::model::ChannelKind::Slack => ("/events", "Slack Events API (signed with the signing secret)"),
+        _ => return None,
+    };
+    Some(RouteInfo {
+        method: "POST".into(),
+        path: path.into(),
+        mounted_path: format!("/v1/channels/{}{path}", c.id),
+        description: Some(description.into()),
+        body_schema: None,
+        query_schema: None,
+        handler: Vec::new(),
+    })
+}
+
 fn channel(c: &crate::model::ChannelDef) -> ChannelInfo {
     ChannelInfo {
         id: c.id.clone(),
@@ -306,6 +324,7 @@ fn channel(c: &crate::model::ChannelDef) -> ChannelInfo {
                 query_schema: r.query_schema.clone(),
                 handler: r.handler.clone(),
             })
+            .chain(builtin_route(c))
             .collect(),
         settings: c.settings.clone(),
     }

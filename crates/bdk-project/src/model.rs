@@ -337,6 +337,18 @@ pub struct RouteDef {
     pub query_schema: Option<Value>,
     pub handler: Vec<String>,
     pub timeout: Duration,
+    /// Request headers the handler sees (lowercase names).
+    pub headers: Vec<String>,
+    /// The declarative form (no handler): templates that map the request into a `send`.
+    pub send: Option<RouteSend>,
+}
+
+/// A route's declarative `send`: `{{body.x}}`-style templates over the request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSend {
+    pub message: String,
+    pub continuation_key: Option<String>,
+    pub title: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -79,18 +79,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
     }
 }
 
-/// The `:sessionId` segment of a session route.
+/// The `:sessionId` segment of a session route: a session id, or a channel continuation token
+/// (`<channelId>:<key>`, URL-encoded, as `/v1/sessions` lists it) that names a live session.
+/// HTTP tokens are credentials and are never accepted in a path.
 #[derive(Debug)]
 pub struct SessionPath(pub SessionId);
 
-impl<S: Send + Sync> FromRequestParts<S> for SessionPath {
+impl FromRequestParts<crate::state::AgentState> for SessionPath {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &crate::state::AgentState) -> Result<Self, ApiError> {
         let Path(raw) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|rejection| ApiError::invalid_request(rejection.body_text()))?;
-        SessionId::parse(raw.as_str()).map(SessionPath).map_err(|_| ApiError::session_not_found(&raw))
+        if let Ok(id) = SessionId::parse(raw.as_str()) {
+            return Ok(SessionPath(id));
+        }
+        if raw.contains(':') && !raw.starts_with("http:") {
+            let found = state.engine().find_by_token(&raw).await.map_err(ApiError::from)?;
+            return found.map(SessionPath).ok_or_else(|| ApiError::session_not_found(&raw));
+        }
+        Err(ApiError::session_not_found(&raw))
     }
 }
 

@@ -9,6 +9,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod channels;
 pub mod error;
 pub mod extract;
 pub mod host_services;

@@ -39,6 +39,7 @@ pub async fn serve(
         Ok::<(), std::io::Error>(())
     });
     let timed = crate::timed::start(&state);
+    let channels = crate::channels::start(&state);
 
     tokio::select! {
         () = shutdown => {}
@@ -50,6 +51,7 @@ pub async fn serve(
 
     tracing::info!(grace_ms = grace.as_millis() as u64, "shutting down: no new connections; draining turns");
     stop_accepting.cancel();
+    channels.cancel();
     crate::timed::stop(&state, timed).await;
     join_all(state.agents.iter().map(|agent| agent.engine.drain(grace))).await;
     tracing::info!("turns drained; ending live streams");

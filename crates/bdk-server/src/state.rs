@@ -48,6 +48,8 @@ pub struct ServeOptions {
     pub control_plane: bool,
     /// Caps and timeouts on connections (`listen.rs`).
     pub connections: crate::listen::ConnectionLimits,
+    /// Where channels read their secrets and tokens (the process environment by default).
+    pub channel_env: crate::channels::ChannelEnv,
 }
 
 impl Default for ServeOptions {
@@ -62,6 +64,7 @@ impl Default for ServeOptions {
             schedules: true,
             control_plane: true,
             connections: crate::listen::ConnectionLimits::default(),
+            channel_env: crate::channels::ChannelEnv::default(),
         }
     }
 }

@@ -49,6 +49,10 @@ pub struct SendRequest {
     /// The title of a session this send creates.
     #[serde(default)]
     pub title: Option<String>,
+    /// What the message does to a busy session it continues: `"coalesce"` (the default: run
+    /// after the running turn) or `"preempt"` (interrupt it).
+    #[serde(default)]
+    pub admission: Option<String>,
 }
 
 /// What `send` did.

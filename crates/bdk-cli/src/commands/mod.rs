@@ -10,6 +10,7 @@ mod chat;
 mod cost;
 mod cost_url;
 mod eval;
+mod github;
 mod help;
 mod info;
 mod init;
@@ -36,5 +37,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Help(args) => help::help(&args),
         Command::Completions(args) => help::completions(&args),
         Command::SandboxExec(args) => sandbox_exec::run(&args),
+        Command::Github(args) => github::run(&args),
     }
 }

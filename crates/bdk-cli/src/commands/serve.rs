@@ -56,6 +56,12 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         .filter(|t| !t.is_empty())
         .map(|t| BearerToken::parse(t).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // A GitHub or Slack channel that cannot verify what it receives may not serve outside --dev.
+    let problems: Vec<String> =
+        projects.iter().flat_map(|p| bdk_server::channels::startup_problems(p, args.dev)).collect();
+    if !problems.is_empty() {
+        bail!("channels cannot start:\n  {}", problems.join("\n  "));
+    }
     let mut options = ServeOptions {
         mode,
         dev: args.dev,

@@ -1,6 +1,7 @@
 mod basics;
 mod bench_serve;
 mod call;
+mod channels;
 mod chat;
 mod cost_url;
 mod durable_trace;

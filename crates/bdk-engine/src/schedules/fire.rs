@@ -5,7 +5,8 @@
 //! looks its session up by that token, so a session that was started is followed (never
 //! started twice), and one that never started is started then (never lost).
 //! A `run` schedule runs its command with host services acting as the schedule-scoped principal
-//! `schedule:<id>`; a `receive` schedule fails its firing (channels do not run yet).
+//! `schedule:<id>`; a `receive` schedule hands its message into the named channel as
+//! `schedule:<id>`, continuing one conversation keyed `schedule:<id>` across firings.
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use serde_json::json;
 
 use super::{Dispatched, Inner, Schedule, Trigger};
 use crate::api::{Principal, StartSession};
+use crate::channel_send::ChannelSend;
 use crate::timed_command::{self, SessionEnd, TimedCommand};
 use crate::timed_error::TimedError;
 
@@ -116,10 +118,23 @@ pub(super) async fn resume(
             });
             Ok(Dispatched { schedule_id: id, session_ids: Vec::new() })
         }
-        ScheduleAction::Receive { channel, .. } => {
-            let message = format!("`receive` into channel `{channel}` does not run yet: channels are not built");
-            finish(inner, record, Err(message.clone())).await;
-            Err(TimedError::invalid("schedule_not_runnable", message))
+        ScheduleAction::Receive { channel, message } => {
+            // Every firing continues one conversation on the channel, keyed by the schedule.
+            let mut send = ChannelSend::new(channel.clone(), message.clone(), principal(&id));
+            send.continuation_key = Some(format!("schedule:{id}"));
+            send.title = Some(format!("schedule {id}"));
+            send.purpose = Some("schedule".to_owned());
+            match inner.engine.channel_send(send).await {
+                Ok(sent) => {
+                    record.session_ids = vec![sent.session_id.clone()];
+                    finish(inner, record, Ok(())).await;
+                    Ok(Dispatched { schedule_id: id, session_ids: vec![sent.session_id] })
+                }
+                Err(error) => {
+                    finish(inner, record, Err(error.to_string())).await;
+                    Err(error.into())
+                }
+            }
         }
     }
 }

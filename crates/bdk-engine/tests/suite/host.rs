@@ -85,6 +85,7 @@ impl NativeTool for Memo {
                 message: message.into(),
                 continuation_key: Some("incident-7".into()),
                 title: None,
+                admission: None,
             };
             let first = host.send(request("page the on-call")).await?;
             let second = host.send(request("and again")).await?;

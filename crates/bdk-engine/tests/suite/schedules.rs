@@ -13,7 +13,7 @@ use bdk_model::ScriptedProvider;
 use bdk_project::model::{ScheduleAction, ScheduleDef};
 use bdk_protocol::event::SessionMode;
 use bdk_protocol::info::Source;
-use bdk_store::{FiringRecord, FiringStatus, FsStore, TimedKind, TimedStore};
+use bdk_store::{FiringRecord, FiringStatus, FsStore, SessionStore, TimedKind, TimedStore};
 use chrono::{DateTime, TimeZone as _, Utc};
 
 use super::support::{Fixture, hang, say, within};
@@ -247,16 +247,26 @@ async fn a_hanging_run_command_is_bounded_by_its_timeout_and_recorded_as_failed(
 }
 
 #[tokio::test]
-async fn receive_schedules_do_not_run_yet_and_say_so() {
-    let fx = Fixture::new(vec![]);
+async fn receive_schedules_hand_their_message_into_the_channel_and_continue_one_conversation() {
+    //! Guards: `receive` starts a chat session on the named channel as `schedule:<id>`, keyed
+    //! `schedule:<id>`, and the next firing continues that same session.
+    let fx = Fixture::new(vec![say("noted"), say("noted again")]);
     let clock = Arc::new(ManualClock::new(at(9, 0, 0)));
     let def = schedule("intake", "0 9 * * *", ScheduleAction::Receive { channel: "ops".into(), message: "hi".into() });
     let sched = schedules(&fx.engine, &fx.fs, &clock, &[def]);
-    let err = within(sched.dispatch("intake", Trigger::Dev)).await.unwrap_err();
-    assert_eq!(err.code(), "schedule_not_runnable");
     let status = within(sched.status()).await.unwrap();
-    assert!(!status[0].runs && status[0].next_fire_at.is_none());
-    assert_eq!(status[0].last.as_ref().map(|r| r.status), Some(FiringStatus::Failed));
+    assert!(status[0].runs && status[0].next_fire_at.is_some());
+    let first = within(sched.dispatch("intake", Trigger::Dev)).await.unwrap();
+    assert_eq!(first.session_ids.len(), 1);
+    let rows = rows_until(&fx.fs, "intake", |r| all_done(r, 1)).await;
+    assert_eq!(rows[0].status, FiringStatus::Completed, "{:?}", rows[0].error);
+    let record = within(SessionStore::get(&fx.fs, &first.session_ids[0])).await.unwrap().unwrap();
+    assert_eq!((record.channel.as_str(), record.principal.as_str()), ("ops", "schedule:intake"));
+    assert_eq!(record.mode, SessionMode::Chat);
+    assert_eq!(record.continuation_token.as_deref(), Some("ops:schedule:intake"));
+    clock.set(at(9, 1, 0));
+    let second = within(sched.dispatch("intake", Trigger::Dev)).await.unwrap();
+    assert_eq!(second.session_ids, first.session_ids);
 }
 
 #[tokio::test]

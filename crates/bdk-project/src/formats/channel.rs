@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use crate::commands;
 use crate::diag::{Code, Diagnostics};
-use crate::model::{Admission, AuthPolicy, ChannelDef, ChannelKind, RouteDef};
+use crate::model::{Admission, AuthPolicy, ChannelDef, ChannelKind, RouteDef, RouteSend};
 use crate::parse::{self, DurationValue};
 use crate::schema;
 use crate::source::{Pos, SourceFile};
@@ -75,6 +75,19 @@ struct RouteFile {
     query_schema: Option<Spanned<toml::Value>>,
     handler: Option<Spanned<Vec<String>>>,
     timeout: Option<Spanned<DurationValue>>,
+    /// Request headers passed to the handler (names, case-insensitive).
+    #[serde(default)]
+    headers: Vec<String>,
+    /// The declarative form: no command, the request is mapped into a message by templates.
+    send: Option<Spanned<SendFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SendFile {
+    message: String,
+    continuation_key: Option<String>,
+    title: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -87,6 +100,14 @@ struct GithubFile {
     #[serde(default)]
     events: Vec<String>,
     handler: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_env: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reactions: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reply: Option<String>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -97,6 +118,14 @@ struct SlackFile {
     reply_mode: Option<String>,
     #[serde(default)]
     channel_posts: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    socket_mode: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_reasoning: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_tools: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]
@@ -104,6 +133,10 @@ struct SlackFile {
 struct WebhookFile {
     secret_env: Option<String>,
     signature_header: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    algorithm: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature_prefix: Option<String>,
 }
 
 pub fn load(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics) -> Option<ChannelDef> {
@@ -119,6 +152,7 @@ pub fn load(src: &SourceFile, id: &str, origin: &Origin, diags: &mut Diagnostics
         KindFile::Slack => ChannelKind::Slack,
     };
     let settings = kind_settings(&file, kind, src, diags);
+    check_choices(&file, src, diags);
     if kind == ChannelKind::Github
         && let Some(handler) = file.github.as_ref().and_then(|g| g.handler.as_ref())
     {
@@ -224,14 +258,51 @@ fn load_route(
         ok = false;
     }
     let handler_pos = route.handler.as_ref().and_then(|h| at(h.span()));
+    let send_pos = route.send.as_ref().and_then(|s| at(s.span()));
+    let send = route.send.map(Spanned::into_inner).map(|s| RouteSend {
+        message: s.message,
+        continuation_key: s.continuation_key,
+        title: s.title,
+    });
     let handler = route.handler.map(Spanned::into_inner).unwrap_or_default();
-    if handler.first().is_none_or(|h| h.trim().is_empty()) {
+    if let Some(send) = &send {
+        if !handler.is_empty() {
+            diags.report_with_hint(
+                Code::InvalidRoute,
+                Some(&src.rel),
+                send_pos,
+                format!("{label}: {method} {} has both `handler` and `send`", route_path),
+                "keep `handler` (a command that may send itself) or `send` (the declarative form), not both",
+            );
+            ok = false;
+        }
+        if send.message.trim().is_empty() {
+            diags.report(Code::MissingField, Some(&src.rel), send_pos, format!("{label}: `send.message` is empty"));
+            ok = false;
+        }
+        for (key, template) in [
+            ("message", Some(&send.message)),
+            ("continuation_key", send.continuation_key.as_ref()),
+            ("title", send.title.as_ref()),
+        ] {
+            if let Some(problem) = template.and_then(|t| template_problem(t)) {
+                diags.report_with_hint(
+                    Code::InvalidValue,
+                    Some(&src.rel),
+                    send_pos,
+                    format!("{label}: `send.{key}`: {problem}"),
+                    "placeholders look like {{body.field}}, {{params.name}}, {{query.name}} or {{headers.name}}",
+                );
+                ok = false;
+            }
+        }
+    } else if handler.first().is_none_or(|h| h.trim().is_empty()) {
         diags.report_with_hint(
             Code::MissingField,
             Some(&src.rel),
             pos,
             format!("{label}: {method} {} has no `handler`", route_path),
-            "add `handler = [\"program\", \"arg\"]`; it reads the request as JSON on stdin",
+            "add `handler = [\"program\", \"arg\"]` (it reads the request as JSON on stdin) or a `send` table",
         );
         ok = false;
     } else {
@@ -260,7 +331,55 @@ fn load_route(
         query_schema: query_schema.flatten(),
         handler,
         timeout,
+        headers: route.headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        send,
     })
+}
+
+/// Why a `send` template is malformed (an unclosed `{{`, or a placeholder outside `body`,
+/// `params`, `query`, `headers`), if it is.
+fn template_problem(template: &str) -> Option<String> {
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return Some("a `{{` is never closed".into());
+        };
+        let name = after[..end].trim();
+        let root = name.split('.').next().unwrap_or_default();
+        if !matches!(root, "body" | "params" | "query" | "headers") || name.split('.').any(str::is_empty) {
+            return Some(format!("`{{{{{name}}}}}` is not a placeholder this route can fill"));
+        }
+        rest = &after[end + 2..];
+    }
+    None
+}
+
+/// Values of the kind tables that must be one of a few words.
+fn check_choices(file: &ChannelFile, src: &SourceFile, diags: &mut Diagnostics) {
+    let choices: [(&str, Option<&String>, &[&str]); 4] = [
+        ("reply", file.github.as_ref().and_then(|g| g.reply.as_ref()), &["comment", "review", "none"]),
+        ("algorithm", file.webhook.as_ref().and_then(|w| w.algorithm.as_ref()), &["sha256", "sha512"]),
+        ("reply_mode", file.slack.as_ref().and_then(|s| s.reply_mode.as_ref()), &["post"]),
+        (
+            "continuation",
+            file.slack.as_ref().and_then(|s| s.continuation.as_ref()),
+            &["slack.dm/v1", "slack.dmthread/v2"],
+        ),
+    ];
+    for (key, value, allowed) in choices {
+        if let Some(value) = value
+            && !allowed.contains(&value.as_str())
+        {
+            diags.report_with_hint(
+                Code::InvalidValue,
+                Some(&src.rel),
+                src.pos_of_key(key),
+                format!("{}: `{key}` is {value:?}", src.rel),
+                format!("use one of {}", allowed.iter().map(|a| format!("\"{a}\"")).collect::<Vec<_>>().join(", ")),
+            );
+        }
+    }
 }
 
 /// The kind-specific table as JSON, checking that it matches the channel's kind.

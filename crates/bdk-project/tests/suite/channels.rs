@@ -101,3 +101,49 @@ fn kind_tables_must_match_the_kind() {
         Fixture::new().file("bot/channels/c.toml", format!("{ROUTE}[github]\nbot_name = \"x\"\n")).load();
     find(&project, "unknown_key").error().file("bot/channels/c.toml").line(5);
 }
+
+#[test]
+fn a_declarative_route_sends_without_a_handler() {
+    //! Guards: `send` replaces `handler`; its templates and declared headers reach the route.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/channels/tickets.toml",
+            "[[routes]]\nmethod = \"POST\"\npath = \"/ticket/{id}\"\nheaders = [\"X-Request-Id\"]\n\
+             send = { message = \"Ticket {{params.id}}: {{body.summary}}\", continuation_key = \"ticket:{{params.id}}\" }\n",
+        )
+        .load();
+    assert_clean(&project);
+    let route = &project.caps.channels[0].routes[0];
+    assert!(route.handler.is_empty());
+    assert_eq!(route.headers, ["x-request-id"]);
+    let send = route.send.as_ref().expect("send");
+    assert_eq!(send.continuation_key.as_deref(), Some("ticket:{{params.id}}"));
+}
+
+#[test]
+fn declarative_routes_refuse_bad_templates_and_a_second_body() {
+    //! Guards: a placeholder outside body/params/query/headers, an unclosed `{{`, and `send`
+    //! beside `handler` are reported on the route.
+    for (send, code) in [
+        ("send = { message = \"{{secrets.x}}\" }\n", "invalid_value"),
+        ("send = { message = \"hi {{body.x\" }\n", "invalid_value"),
+        ("send = { message = \"hi\" }\nhandler = [\"t\"]\n", "invalid_route"),
+        ("send = { message = \" \" }\n", "missing_field"),
+    ] {
+        let (_fx, project) = Fixture::new()
+            .file("bot/channels/c.toml", format!("[[routes]]\nmethod = \"POST\"\npath = \"/x\"\n{send}"))
+            .load();
+        only(&project, code).error().file("bot/channels/c.toml");
+        assert!(project.caps.channels.is_empty(), "{send}");
+    }
+}
+
+#[test]
+fn kind_table_choices_are_checked() {
+    //! Guards: `reply`, `algorithm`, `reply_mode` and `continuation` take only their words.
+    let (_fx, project) = Fixture::new()
+        .file("bot/channels/h.toml", format!("kind = \"webhook\"\n{ROUTE}[webhook]\nalgorithm = \"md5\"\n"))
+        .file("bot/lib/h.py", "")
+        .load();
+    only(&project, "invalid_value").error().file("bot/channels/h.toml");
+}

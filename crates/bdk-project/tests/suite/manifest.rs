@@ -125,3 +125,20 @@ fn subagents_show_their_own_max_steps() {
     assert!(by_id("plain").get("maxSteps").is_none(), "{}", by_id("plain"));
     assert!(by_id("plain").get("model").is_none(), "a subagent without a model has no `model`");
 }
+
+#[test]
+fn github_and_slack_channels_list_the_route_they_serve() {
+    //! Guards: `info` shows where a GitHub channel takes deliveries and a Slack one takes events.
+    let (_fx, project) = Fixture::new()
+        .file("bot/channels/reviews.toml", "kind = \"github\"\n")
+        .file("bot/channels/ops.toml", "kind = \"slack\"\n")
+        .load();
+    assert_clean(&project);
+    let info = manifest_json(&project, at("2025-01-03T10:00:00Z"));
+    let mounted = |id: &str| {
+        let channel = info["channels"].as_array().expect("channels").iter().find(|c| c["id"] == id).expect("channel");
+        channel["routes"][0]["mountedPath"].clone()
+    };
+    assert_eq!(mounted("reviews"), json!("/v1/channels/reviews/webhook"));
+    assert_eq!(mounted("ops"), json!("/v1/channels/ops/events"));
+}

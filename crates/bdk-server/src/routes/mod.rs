@@ -50,6 +50,7 @@ pub fn app(state: AppState) -> Router {
         }
     }
     router = router.merge(crate::web::routes(state.clone()));
+    router = router.merge(crate::channels::fanout_routes(&state));
     let limit = state.options.body_limit;
     router
         .fallback(not_found)
@@ -91,7 +92,8 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     let open = open.merge(crate::web::agent_routes(app));
     // Host services admit by their own per-call token, never by the auth chain.
     let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
-    authed.merge(open).merge(host).with_state(state)
+    let channels = crate::channels::routes(app, &state.agent.project);
+    authed.merge(open).merge(host).merge(channels).with_state(state)
 }
 
 /// The request's `Content-Length`, when it has a readable one.

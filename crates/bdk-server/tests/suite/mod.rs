@@ -1,8 +1,12 @@
 mod approvals;
 mod auth;
+mod channels;
+mod channels_github;
+mod channels_slack;
 mod connections;
 mod errors;
 mod evals;
+mod fakes;
 mod host;
 mod host_services;
 mod nodelay;

@@ -4,7 +4,7 @@
 Reads {"input": <the request>, "context": {...}} on stdin. BDK has already checked the body
 against the route's body_schema; the body is `input.body` (or `input` itself when the request is
 passed as the bare body). Prints the response as JSON:
-  firing    {"status": 202, "accepted": true, "send": {"continuation_token", "title", "message"}}:
+  firing    {"status": 202, "accepted": true, "send": {"continuation_key", "title", "message"}}:
             one conversation per alert fingerprint, so repeats of the same alert join it
   resolved  the same, telling that conversation the alert cleared
 """
@@ -39,7 +39,7 @@ def main():
             "status": 202,
             "accepted": True,
             "send": {
-                "continuation_token": f"alert:{fingerprint}",
+                "continuation_key": f"alert:{fingerprint}",
                 "title": f"{severity} {service}: {summary}"[:120],
                 "message": message,
             },
