@@ -1,0 +1,3 @@
+mod everything;
+mod failures;
+mod support;
