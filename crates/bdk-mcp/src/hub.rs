@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use bdk_project::model::{ConnectionDef, ConnectionScope, Transport};
 use bdk_tools::host::{HostErrorKind, HostResult, McpCallResult, McpServerInfo, McpToolInfo};
@@ -28,18 +28,21 @@ pub trait PeerConnector: Send + Sync + fmt::Debug {
 }
 
 /// Where the host puts its [`PeerConnector`] once every agent is mounted (registries are built
-/// before the engines they serve). Cheap to clone; clones share the slot.
+/// before the engines they serve). Cheap to clone; clones share the slot. A later fill replaces
+/// an earlier one (a host mounted again in the same process).
 #[derive(Debug, Clone, Default)]
-pub struct PeerSlot(Arc<OnceLock<Arc<dyn PeerConnector>>>);
+pub struct PeerSlot(Arc<RwLock<Option<Arc<dyn PeerConnector>>>>);
 
 impl PeerSlot {
-    /// Fills the slot (a second fill is ignored).
     pub fn set(&self, connector: Arc<dyn PeerConnector>) {
-        let _ = self.0.set(connector);
+        if let Ok(mut slot) = self.0.write() {
+            *slot = Some(connector);
+        }
     }
 
     pub fn connect(&self, slug: &str) -> Option<DuplexStream> {
-        self.0.get()?.connect(slug)
+        let connector = self.0.read().ok()?.clone()?;
+        connector.connect(slug)
     }
 }
 

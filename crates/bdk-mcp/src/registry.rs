@@ -340,6 +340,10 @@ impl ToolRegistry for McpTools {
         })
     }
 
+    fn mcp(&self) -> Option<Arc<dyn bdk_tools::McpAccess>> {
+        if self.hub.is_empty() { self.inner.mcp() } else { Some(Arc::new(self.hub.clone())) }
+    }
+
     fn shutdown(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             self.inner.shutdown().await;

@@ -13,6 +13,7 @@ pub mod extract;
 pub mod host_services;
 pub mod listen;
 pub mod logs;
+pub mod mcp;
 pub mod mount;
 mod routes;
 mod server;

@@ -52,6 +52,7 @@ pub async fn serve(
     stop_accepting.cancel();
     crate::timed::stop(&state, timed).await;
     join_all(state.agents.iter().map(|agent| agent.engine.drain(grace))).await;
+    join_all(state.agents.iter().map(|agent| agent.engine.close_tools())).await;
     tracing::info!("turns drained; ending live streams");
     state.streams_end.cancel();
     match tokio::time::timeout(CLOSE_TIMEOUT, &mut server).await {

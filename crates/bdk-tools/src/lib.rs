@@ -230,6 +230,11 @@ pub trait ToolRegistry: Send + Sync + fmt::Debug {
         Box::pin(async {})
     }
 
+    /// The MCP connections host code reaches through this registry's agent (`host.mcp`).
+    fn mcp(&self) -> Option<std::sync::Arc<dyn McpAccess>> {
+        None
+    }
+
     /// Closes what the registry keeps running beyond one call (MCP servers): the host calls it
     /// once at shutdown, after the turns drained.
     fn shutdown(&self) -> BoxFuture<'_, ()> {

@@ -184,7 +184,7 @@ fn print_startup(state: &AppState, addr: SocketAddr) {
 /// stderr plus the `/v1/logs` ring buffer, both filtered by `BDK_LOG` (default `info`).
 fn init_logging(logs: &LogBuffer) {
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

@@ -5,6 +5,7 @@ mod errors;
 mod evals;
 mod host;
 mod host_services;
+mod mcp;
 mod nodelay;
 mod race;
 mod session;

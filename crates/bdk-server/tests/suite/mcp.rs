@@ -1,0 +1,138 @@
+//! Guards every agent as an MCP server: `/v1/mcp` (`ask`, `check`, `call_tool`) and
+//! `/v1/mcp/tools` against the official Python MCP SDK client (PyPI `mcp`, installed by
+//! `scripts/peers/mcp-python.sh`), the transport's 405s and the auth chain in front of it, and
+//! two agents of one host talking as peers over an `agent = "<slug>"` connection.
+
+use std::time::Duration;
+
+use bdk_model::ScriptStep;
+use bdk_server::{AuthPolicy, BearerToken};
+use serde_json::{Value, json};
+
+use super::support::{host, within};
+
+const TOKEN: &str = "mcp-test-token";
+
+const ADD_TOOL: &str = r#"description = "Add two integers."
+effect = "read"
+command = ["python3", "-c", "import json,sys; d=json.load(sys.stdin)['input']; print(json.dumps({'sum': d['a'] + d['b']}))"]
+
+[input_schema]
+type = "object"
+required = ["a", "b"]
+properties = { a = { type = "integer" }, b = { type = "integer" } }
+
+[output_schema]
+type = "object"
+properties = { sum = { type = "integer" } }
+"#;
+
+fn bearer(options: &mut bdk_server::ServeOptions) {
+    options.auth = AuthPolicy::from_flags(vec![BearerToken::parse(TOKEN).unwrap()], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_initializes_lists_asks_checks_and_calls_tools() {
+    let Some(python) = bdk_test_support::peers::require("mcp-python") else { return };
+    let host = host().options(bearer).token(TOKEN).file("bot/tools/add.toml", ADD_TOOL).start().await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/mcp_client.py");
+    let run = tokio::process::Command::new(python.join("bin/python"))
+        .arg(&script)
+        .arg(&host.base)
+        .arg(TOKEN)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), run).await.expect("the client finishes").unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "client failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let steps: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let step =
+        |name: &str| steps.iter().find(|s| s["step"] == name).unwrap_or_else(|| panic!("no {name}: {stdout}")).clone();
+
+    assert_eq!(step("no_token")["status"], 401);
+    assert_eq!(step("sdk_no_token")["refused"], true);
+    assert_eq!(step("initialize")["server"], "hello");
+    assert_eq!(step("list_tools")["names"], json!(["ask", "check", "call_tool"]));
+
+    let asked = step("ask");
+    assert_eq!(asked["report"]["sessionId"].as_str().map(|s| s.starts_with("ses_")), Some(true), "{asked}");
+    let checked = step("check")["report"].clone();
+    assert_eq!(checked["status"], "completed", "{checked}");
+    assert_eq!(checked["sessionId"], asked["report"]["sessionId"]);
+    assert!(checked["reply"].as_str().unwrap().contains("hello from python"), "the echo model replies: {checked}");
+    let again = step("follow_up")["report"].clone();
+    assert_eq!(again["status"], "completed", "{again}");
+    assert_eq!(again["sessionId"], checked["sessionId"], "a follow-up continues the session");
+    assert!(again["reply"].as_str().unwrap().contains("second"), "{again}");
+
+    let called = step("call_tool");
+    assert_eq!(called["isError"], false, "{called}");
+    assert_eq!(called["result"]["ok"], true);
+    assert_eq!(called["result"]["toolName"], "add");
+    assert_eq!(called["result"]["result"], json!({"sum": 5}));
+    let unknown = step("call_tool_unknown");
+    assert_eq!(unknown["isError"], true);
+    assert_eq!(unknown["result"]["error"], "unknown_tool", "the direct-call error table: {unknown}");
+
+    let listed = step("tools_list")["tools"].clone();
+    assert_eq!(listed[0]["name"], "add");
+    assert_eq!(listed[0]["inputSchema"]["required"], json!(["a", "b"]));
+    assert_eq!(listed[0]["outputSchema"]["properties"]["sum"]["type"], "integer");
+    let added = step("tools_call");
+    assert_eq!(added["structured"], json!({"sum": 42}));
+    assert_eq!(added["isError"], false);
+    let invalid = step("tools_invalid");
+    assert_eq!(invalid["isError"], true);
+    assert_eq!(invalid["structured"]["error"], "invalid_tool_input", "{invalid}");
+    step("done");
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_endpoint_is_post_only_and_behind_the_auth_chain() {
+    let host = host().options(bearer).token(TOKEN).start().await;
+    for path in ["/v1/mcp", "/v1/mcp/tools"] {
+        let get = host.request(reqwest::Method::GET, path).send().await.unwrap();
+        assert_eq!(get.status(), 405, "GET {path}");
+        let delete = host.request(reqwest::Method::DELETE, path).send().await.unwrap();
+        assert_eq!(delete.status(), 405, "DELETE {path}");
+        let anonymous = host.as_token(None);
+        let refused = anonymous.request(reqwest::Method::POST, path).json(&json!({})).send().await.unwrap();
+        assert_eq!(refused.status(), 401, "POST {path} without a token");
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_of_one_host_talk_as_peers() {
+    // The one scripted model answers both agents in turn: `front` asks `back` through its
+    // `mcp` tool, `back` answers, then `front` reports what it heard.
+    let ask =
+        json!({"action": "call", "server": "back", "tool": "ask", "arguments": {"message": "ping", "waitSeconds": 15}});
+    let host = host()
+        .agents(&["front", "back"])
+        .file("bot/mcp-connections/back.toml", "description = \"The back office agent.\"\nagent = \"back\"\n")
+        .script(vec![
+            ScriptStep::tool_call("c1", "mcp", ask),
+            ScriptStep::text("pong from back"),
+            ScriptStep::text("back said pong"),
+        ])
+        .start()
+        .await;
+    let started = host.start_session("ask the back office").await;
+    let id = started.session_id.to_string();
+    host.wait_for(&id, "turn.completed", None).await;
+    let events = host.events(&id).await;
+    let result = events.iter().find(|e| e.event_type() == "action.result").expect("the mcp call has a result");
+    let data = result.data.data_value().unwrap();
+    let text = serde_json::to_string(&data).unwrap();
+    assert!(text.contains("pong from back"), "the peer's reply reaches the model: {text}");
+    assert!(text.contains("completed"), "{text}");
+    // The peer's session is its own, owned by the calling agent.
+    let back = host.state.agents.iter().find(|a| a.slug() == "back").unwrap();
+    let sessions = within("the back sessions", back.engine.list(bdk_engine::ListScope::All)).await.unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].principal, "agent:front");
+    assert_eq!(sessions[0].channel, "mcp");
+    host.shutdown().await;
+}
