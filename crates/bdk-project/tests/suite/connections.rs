@@ -17,7 +17,8 @@ fn stdio_http_and_peer_connections_load() {
         )
         .file("bot/mcp-connections/peer.toml", "agent = \"other\"\nadvertise_tools = true\n")
         .load();
-    assert_clean(&project);
+    // Alone, the peer `other` is not mounted with it: that one error, on the peer's file.
+    only(&project, "unknown_peer").error().file("bot/mcp-connections/peer.toml");
     let conns = &project.caps.connections;
     assert_eq!(conns.len(), 3);
     let gh = conns.iter().find(|c| c.name == "gh").expect("gh");
@@ -117,4 +118,25 @@ fn connection_names_clash_across_scopes() {
         .file("bot/host-connections/x.toml", "command = \"b\"\n")
         .load();
     find(&project, "name_clash").error();
+}
+
+#[test]
+fn a_peer_mounted_in_the_same_host_resolves() {
+    //! Guards: `agent = "<slug>"` naming a project discovered with it is clean; the error
+    //! `unknown_peer` is only for a slug no discovered project has.
+    let root = tempfile::tempdir().unwrap();
+    for (slug, peer) in [("front", "back"), ("back", "nobody")] {
+        let bot = root.path().join(slug).join("bot");
+        std::fs::create_dir_all(bot.join("mcp-connections")).unwrap();
+        std::fs::write(bot.join("instructions.md"), "Be brief.\n").unwrap();
+        std::fs::write(bot.join("mcp-connections/peer.toml"), format!("agent = \"{peer}\"\n")).unwrap();
+    }
+    let discovery = bdk_project::discover(&[root.path().to_path_buf()]);
+    let front = discovery.projects.iter().find(|p| p.slug == "front").unwrap();
+    assert!(front.diagnostics.iter().all(|d| d.code != "unknown_peer"), "{:?}", front.diagnostics);
+    let back = discovery.projects.iter().find(|p| p.slug == "back").unwrap();
+    let unknown: Vec<_> = back.diagnostics.iter().filter(|d| d.code == "unknown_peer").collect();
+    assert_eq!(unknown.len(), 1, "{:?}", back.diagnostics);
+    assert_eq!(unknown[0].file.as_deref(), Some("bot/mcp-connections/peer.toml"));
+    assert!(unknown[0].message.contains("`nobody`"));
 }
