@@ -38,6 +38,16 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
     Eval(EvalArgs),
+    /// MCP connections: `bdk mcp list` opens each server and lists the tools it offers.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `bdk mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Open each MCP connection (model and host) and list its tools; exits 3 when one fails.
+    List(ProjectArgs),
 }
 
 /// `bdk schedules`.

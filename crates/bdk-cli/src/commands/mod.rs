@@ -11,6 +11,7 @@ mod cost_url;
 mod eval;
 mod info;
 mod init;
+mod mcp;
 mod run;
 mod schedules;
 mod serve;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::Mcp(command) => mcp::run(&command, embed),
     }
 }

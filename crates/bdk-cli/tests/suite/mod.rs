@@ -4,6 +4,7 @@ mod cost_url;
 mod eval;
 mod examples;
 mod init;
+mod mcp;
 mod native;
 mod run;
 mod schedules;
