@@ -272,16 +272,17 @@ async fn dispose(state: State) {
 }
 
 fn client_info() -> ClientInfo {
-    let mut info = ClientInfo::default();
-    info.client_info = Implementation {
-        name: "bdk".into(),
-        title: None,
-        version: env!("CARGO_PKG_VERSION").into(),
-        description: None,
-        icons: None,
-        website_url: None,
-    };
-    info
+    ClientInfo {
+        client_info: Implementation {
+            name: "bdk".into(),
+            title: None,
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: None,
+            icons: None,
+            website_url: None,
+        },
+        ..ClientInfo::default()
+    }
 }
 
 /// Keeps the last [`STDERR_TAIL`] bytes of a server's stderr.

@@ -80,18 +80,19 @@ pub(crate) fn tool(name: &str, description: &str, input: Value, output: Option<V
 }
 
 pub(crate) fn server_info(name: &str, instructions: Option<String>) -> ServerInfo {
-    let mut info = ServerInfo::default();
-    info.capabilities = ServerCapabilities::builder().enable_tools().build();
-    info.server_info = Implementation {
-        name: name.to_owned(),
-        title: None,
-        version: env!("CARGO_PKG_VERSION").into(),
-        description: None,
-        icons: None,
-        website_url: None,
-    };
-    info.instructions = instructions;
-    info
+    ServerInfo {
+        capabilities: ServerCapabilities::builder().enable_tools().build(),
+        server_info: Implementation {
+            name: name.to_owned(),
+            title: None,
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: None,
+            icons: None,
+            website_url: None,
+        },
+        instructions,
+        ..ServerInfo::default()
+    }
 }
 
 /// A success carrying `value` as `structuredContent` and as JSON text.
