@@ -140,3 +140,29 @@ fn a_peer_mounted_in_the_same_host_resolves() {
     assert_eq!(unknown[0].file.as_deref(), Some("bot/mcp-connections/peer.toml"));
     assert!(unknown[0].message.contains("`nobody`"));
 }
+
+#[test]
+fn allow_deny_and_timeout_load_and_an_excluded_advertised_tool_is_an_error() {
+    //! Guards: `allow_tools`, `deny_tools` and `timeout` load (and show in the manifest); an
+    //! `advertise_tools` name the lists exclude is `invalid_value` on `advertise_tools`.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/mcp-connections/gh.toml",
+            "command = \"gh-mcp\"\nallow_tools = [\"get_issue\", \"list_prs\"]\ndeny_tools = [\"list_prs\"]\ntimeout = \"5s\"\n",
+        )
+        .load();
+    assert_clean(&project);
+    let gh = &project.caps.connections[0];
+    assert_eq!(gh.timeout, std::time::Duration::from_secs(5));
+    assert!(gh.admits("get_issue"));
+    assert!(!gh.admits("list_prs"), "deny wins");
+    assert!(!gh.admits("delete_repo"), "not in allow_tools");
+    let info = bdk_project::manifest(&project);
+    assert_eq!(info.connections[0].allow_tools, Some(vec!["get_issue".to_owned(), "list_prs".to_owned()]));
+    assert_eq!(info.connections[0].deny_tools, ["list_prs"]);
+
+    let (_fx, project) = Fixture::new()
+        .file("bot/mcp-connections/gh.toml", "command = \"gh-mcp\"\ndeny_tools = [\"x\"]\nadvertise_tools = [\"x\"]\n")
+        .load();
+    only(&project, "invalid_value").error().file("bot/mcp-connections/gh.toml");
+}

@@ -136,3 +136,49 @@ async fn two_agents_of_one_host_talk_as_peers() {
     assert_eq!(sessions[0].channel, "mcp");
     host.shutdown().await;
 }
+
+/// A command tool that calls `host.mcp` through `BDK_HOST_URL`: lists servers, then echoes.
+const PROBE_TOOL: &str = r#"description = "Reach the host MCP connections."
+command = ["python3", "-c", """
+import json, os, urllib.request
+def post(path, body):
+    request = urllib.request.Request(os.environ['BDK_HOST_URL'] + path, data=json.dumps(body).encode(),
+        headers={'authorization': 'Bearer ' + os.environ['BDK_HOST_TOKEN'], 'content-type': 'application/json'})
+    return json.load(urllib.request.urlopen(request))
+servers = json.load(urllib.request.urlopen(urllib.request.Request(os.environ['BDK_HOST_URL'] + '/mcp/servers',
+    headers={'authorization': 'Bearer ' + os.environ['BDK_HOST_TOKEN']})))
+tools = post('/mcp/tools', {'server': 'everything'})
+echoed = post('/mcp/call', {'server': 'everything', 'tool': 'echo', 'arguments': {'message': 'via host'}})
+print(json.dumps({'servers': servers['servers'], 'tools': len(tools['tools']), 'echoed': echoed}))
+"""]
+
+[input_schema]
+type = "object"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_connections_reach_host_code_and_never_the_model() {
+    let Some(dir) = bdk_test_support::peers::require("mcp-everything") else { return };
+    let entry = std::fs::read_to_string(dir.join("entry")).unwrap();
+    let connection = format!("command = \"node\"\nargs = [\"{}\", \"stdio\"]\n", entry.trim());
+    let host = host()
+        .file("bot/host-connections/everything.toml", &connection)
+        .file("bot/tools/probe.toml", PROBE_TOOL)
+        .start()
+        .await;
+    let agent = &host.state.agents[0];
+    let names: Vec<String> = agent.engine.tools().specs().into_iter().map(|s| s.name).collect();
+    assert!(!names.iter().any(|n| n == "mcp" || n == "echo"), "the model never sees host connections: {names:?}");
+
+    let reply = host.post("/v1/tools/probe", &json!({"input": {}})).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    assert_eq!(reply.body["isError"], false, "{:?}", reply.body);
+    let result = &reply.body["result"];
+    assert_eq!(result["servers"][0]["name"], "everything");
+    assert_eq!(result["servers"][0]["scope"], "host");
+    assert!(result["tools"].as_u64().unwrap() > 3, "{result}");
+    assert_eq!(result["echoed"]["ok"], true);
+    assert_eq!(result["echoed"]["isError"], false);
+    assert_eq!(result["echoed"]["content"][0]["text"], "Echo: via host");
+    host.shutdown().await;
+}
