@@ -182,3 +182,51 @@ async fn host_connections_reach_host_code_and_never_the_model() {
     assert_eq!(result["echoed"]["content"][0]["text"], "Echo: via host");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_peer_is_an_http_connection_with_a_bearer_token_from_the_environment() {
+    // `back` is served by another host behind --bearer-token; a connection reaches its /v1/mcp
+    // with `Authorization: Bearer ${BACK_TOKEN}`, the token read when the client opens.
+    let back = host().agents(&["back"]).options(bearer).token(TOKEN).start().await;
+    let def = bdk_project::model::ConnectionDef {
+        name: "back".into(),
+        scope: bdk_project::model::ConnectionScope::Model,
+        source: bdk_protocol::info::Source::File,
+        file: "bot/mcp-connections/back.toml".into(),
+        description: None,
+        transport: bdk_project::model::Transport::Http {
+            url: "${BACK_URL}".into(),
+            headers: vec![("Authorization".into(), "Bearer ${BACK_TOKEN}".into())],
+        },
+        advertise: bdk_project::model::Advertise::None,
+        placeholders: vec!["BACK_TOKEN".into(), "BACK_URL".into()],
+        namespace: None,
+        allow_tools: None,
+        deny_tools: Vec::new(),
+        timeout: Duration::from_secs(20),
+    };
+    let url = format!("{}/v1/mcp", back.base);
+    let env = move |token: &'static str| {
+        let url = url.clone();
+        std::sync::Arc::new(move |name: &str| match name {
+            "BACK_URL" => Some(url.clone()),
+            "BACK_TOKEN" => Some(token.to_owned()),
+            _ => None,
+        })
+    };
+    let hub = bdk_mcp::McpHub::with_lookup(std::slice::from_ref(&def), ".", bdk_mcp::PeerSlot::default(), env(TOKEN));
+    let tools = within("listing the peer's tools", hub.tools("back")).await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["ask", "check"]);
+    let asked =
+        within("ask", hub.call("back", "ask", json!({"message": "over the wire", "waitSeconds": 10}))).await.unwrap();
+    let report = asked.structured_content.expect("a structured report");
+    assert_eq!(report["status"], "completed", "{report}");
+    assert!(report["reply"].as_str().unwrap().contains("over the wire"), "{report}");
+    hub.close().await;
+
+    let wrong = bdk_mcp::McpHub::with_lookup(&[def], ".", bdk_mcp::PeerSlot::default(), env("not-the-token"));
+    let refused = within("a refused open", wrong.tools("back")).await.unwrap_err().to_string();
+    assert!(refused.contains("`back`"), "{refused}");
+    back.shutdown().await;
+}
