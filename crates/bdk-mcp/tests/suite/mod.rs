@@ -1,3 +1,4 @@
+mod annotations;
 mod everything;
 mod failures;
 mod support;
