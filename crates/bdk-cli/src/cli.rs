@@ -50,6 +50,16 @@ pub enum Command {
     SandboxExec(SandboxExecArgs),
     /// GitHub tooling: `replay` sends a saved webhook delivery, signed, to a running server.
     Github(GithubArgs),
+    /// MCP connections: `bdk mcp list` opens each server and lists the tools it offers.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `bdk mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Open each MCP connection (model and host) and list its tools; exits 3 when one fails.
+    List(ProjectArgs),
 }
 
 /// `bdk github`.
@@ -143,6 +153,7 @@ impl Command {
             | Command::Completions(_)
             | Command::SandboxExec(_)
             | Command::Github(_) => Vec::new(),
+            Command::Mcp(McpCommand::List(a)) => a.dirs.clone(),
         }
     }
 }

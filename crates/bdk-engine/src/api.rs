@@ -175,6 +175,17 @@ impl Engine {
         crate::timed_command::run(&self.inner, command, input).await
     }
 
+    /// Closes what the agent's tools keep running (MCP servers and their processes). Call it
+    /// once at shutdown, after [`Engine::drain`].
+    pub async fn close_tools(&self) {
+        self.inner.tools.shutdown().await;
+    }
+
+    /// The agent's tool registry.
+    pub fn tools(&self) -> &Arc<dyn ToolRegistry> {
+        &self.inner.tools
+    }
+
     /// Stops admitting turns, lets running ones finish for up to `grace`, then cancels them and
     /// waits until their final events are durable.
     pub async fn drain(&self, grace: Duration) {

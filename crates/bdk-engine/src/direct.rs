@@ -138,6 +138,7 @@ pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<D
 
 /// [`call_tool`] made `depth` `callTool`s deep (0: from outside any tool call).
 pub(crate) async fn call_tool_at(core: &Arc<Core>, request: DirectCall, depth: u32) -> Result<DirectOutcome> {
+    core.tools.refresh().await;
     let (binding, identity) = binding(&request)?;
     let mut call = check(core, request.tool, request.input, identity)?;
     call.depth = depth;

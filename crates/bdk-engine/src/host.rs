@@ -237,6 +237,10 @@ impl HostServices for EngineHost {
         &self.identity
     }
 
+    fn mcp(&self) -> Option<Arc<dyn bdk_tools::McpAccess>> {
+        self.core().ok()?.tools.mcp()
+    }
+
     fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>> {
         Box::pin(async move {
             let (core, scope) = (self.core()?, self.data_scope(scope)?);

@@ -195,6 +195,8 @@ async fn drive(
     conversation.fold(&new_events);
     drop(new_events);
     let mut messages = conversation.messages();
+    // Tools listed by others (advertised MCP tools) load before the model sees the list.
+    core.tools.refresh().await;
     let tools: Vec<ToolSpec> = tool_specs(core, persona.is_some());
     let (instructions, provider, model) = match persona {
         Some(p) => (&p.instructions, &p.provider, &p.model),

@@ -72,6 +72,7 @@ pub enum Code {
     ScheduleReceiveUnsupported,
     NotRunYet,
     SandboxNotEnforced,
+    UnknownPeer,
 }
 
 impl Code {
@@ -135,6 +136,7 @@ impl Code {
         Code::ScheduleReceiveUnsupported,
         Code::NotRunYet,
         Code::SandboxNotEnforced,
+        Code::UnknownPeer,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -197,6 +199,7 @@ impl Code {
             Code::ScheduleReceiveUnsupported => "schedule_receive_unsupported",
             Code::NotRunYet => "not_run_yet",
             Code::SandboxNotEnforced => "sandbox_not_enforced",
+            Code::UnknownPeer => "unknown_peer",
         }
     }
 
@@ -307,6 +310,9 @@ impl Code {
             }
             Code::SandboxNotEnforced => {
                 "`local.sandbox` confines the `shell` built-in and agent tools; command tools are your own code and run unconfined: move code the model controls into an agent tool"
+            }
+            Code::UnknownPeer => {
+                "serve the peer's project in the same host (another --dir), or connect to its /v1/mcp by `url`"
             }
         }
     }

@@ -9,9 +9,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     let mut warn = |file: &str, what: &str| {
         diags.report(Code::NotRunYet, Some(file), None, format!("{file}: {what} does not run yet in this build"));
     };
-    for connection in &project.caps.connections {
-        warn(&connection.file, &format!("MCP connection `{}` (no MCP client is started)", connection.name));
-    }
     if let Some(artifacts) = &project.artifacts {
         warn(&artifacts.file, "artifacts (`tag_artifact`, /v1/artifacts)");
     }

@@ -254,6 +254,8 @@ fn connection(c: &crate::model::ConnectionDef) -> ConnectionInfo {
             Advertise::All => json!(true),
             Advertise::Only(_) => json!(c.advertised_names()),
         },
+        allow_tools: c.allow_tools.clone(),
+        deny_tools: c.deny_tools.clone(),
     };
     match &c.transport {
         Transport::Stdio { command, args, env } => {

@@ -240,9 +240,21 @@ pub struct ConnectionDef {
     pub placeholders: Vec<String>,
     /// The extension namespace it was mounted under; the model sees its tools as `ns__tool`.
     pub namespace: Option<String>,
+    /// `allow_tools`: only these server tools are reachable (`None`: all).
+    pub allow_tools: Option<Vec<String>>,
+    /// `deny_tools`: these server tools are never reachable.
+    pub deny_tools: Vec<String>,
+    /// Each call's limit (`timeout`, default 60 s).
+    pub timeout: std::time::Duration,
 }
 
 impl ConnectionDef {
+    /// Whether `allow_tools`/`deny_tools` admit the server tool `tool` (its own name).
+    pub fn admits(&self, tool: &str) -> bool {
+        !self.deny_tools.iter().any(|t| t == tool)
+            && self.allow_tools.as_ref().is_none_or(|a| a.iter().any(|t| t == tool))
+    }
+
     /// The name the model calls one of this server's tools by: `ns__tool` inside an extension.
     pub fn model_tool_name(&self, tool: &str) -> String {
         match &self.namespace {

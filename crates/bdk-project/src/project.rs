@@ -94,8 +94,34 @@ pub fn discover(dirs: &[PathBuf]) -> Discovery {
             seen.push((&project.slug, &project.dir));
         }
     }
+    peer_slugs(&mut discovery.projects);
     discovery.diagnostics = host.into_sorted();
     discovery
+}
+
+/// An `agent = "<slug>"` connection reaches an agent mounted in the same host: a slug none of
+/// the discovered projects has is an `unknown_peer` error on the connection's file.
+fn peer_slugs(projects: &mut [Project]) {
+    let slugs: Vec<String> = projects.iter().map(|p| p.slug.clone()).collect();
+    for project in projects.iter_mut() {
+        let mut diags = Diagnostics::new();
+        for conn in &project.caps.connections {
+            if let crate::model::Transport::Agent { slug } = &conn.transport
+                && !slugs.contains(slug)
+            {
+                diags.report(
+                    Code::UnknownPeer,
+                    Some(&conn.file),
+                    None,
+                    format!("connection `{}` names agent `{slug}`, which is not mounted with this project", conn.name),
+                );
+            }
+        }
+        if diags.has_errors() {
+            diags.extend(std::mem::take(&mut project.diagnostics));
+            project.diagnostics = diags.into_sorted();
+        }
+    }
 }
 
 fn layout_of(dir: &Path) -> Option<Layout> {

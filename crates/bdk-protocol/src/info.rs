@@ -196,6 +196,12 @@ pub struct ConnectionInfo {
     pub placeholders: Vec<String>,
     /// `false`, `true` (every tool), or the list of advertised tool names.
     pub advertise_tools: Value,
+    /// `allow_tools`: only these server tools are reachable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_tools: Option<Vec<String>>,
+    /// `deny_tools`: these server tools are never reachable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_tools: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod host_services;
 pub mod listen;
 pub mod logs;
+pub mod mcp;
 pub mod mount;
 pub mod openapi;
 mod routes;

@@ -57,7 +57,26 @@ pub fn tools_with(
         builder = bdk_engine::reminders::tools::register(builder, &reminder_slot(state_dir));
     }
     let registry = builder.build().map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
-    Ok(Arc::new(registry))
+    Ok(with_connections(project, Arc::new(registry)))
+}
+
+/// `registry` plus the project's MCP connections (none started yet): advertised tools and the
+/// `mcp` tool for the model, `host.mcp` for host code. Without connections, `registry` as is.
+pub fn with_connections(project: &Project, registry: Arc<dyn ToolRegistry>) -> Arc<dyn ToolRegistry> {
+    if project.caps.connections.is_empty() {
+        return registry;
+    }
+    let hub = bdk_mcp::McpHub::new(&project.caps.connections, &project.bot_dir, peer_slot(&project.bot_dir));
+    Arc::new(bdk_mcp::McpTools::new(registry, hub))
+}
+
+/// Where the host puts the in-process peer connector of the agent whose bot folder is
+/// `bot_dir` (the registry is built before the agents it reaches are mounted).
+pub fn peer_slot(bot_dir: &Path) -> bdk_mcp::PeerSlot {
+    static SLOTS: OnceLock<Mutex<HashMap<PathBuf, bdk_mcp::PeerSlot>>> = OnceLock::new();
+    let slots = SLOTS.get_or_init(Default::default);
+    let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
+    slots.entry(bot_dir.to_path_buf()).or_default().clone()
 }
 
 /// The slot through which an agent's `reminders_*` tools reach its [`Reminders`]: the registry

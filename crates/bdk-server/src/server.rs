@@ -54,6 +54,7 @@ pub async fn serve(
     channels.cancel();
     crate::timed::stop(&state, timed).await;
     join_all(state.agents.iter().map(|agent| agent.engine.drain(grace))).await;
+    join_all(state.agents.iter().map(|agent| agent.engine.close_tools())).await;
     tracing::info!("turns drained; ending live streams");
     state.streams_end.cancel();
     match tokio::time::timeout(CLOSE_TIMEOUT, &mut server).await {

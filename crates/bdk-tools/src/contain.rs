@@ -250,3 +250,22 @@ mod tests {
         assert_eq!(end_tagged(&["bdk-no-such-tag".to_owned()]), 0);
     }
 }
+
+/// The containment of one long-lived process tree started outside this crate (an MCP server):
+/// the same tag and ledger entry as a tool call's, so [`Containment::end`] (or dropping it)
+/// ends every process the tree started, and a killed host's leftovers are ended at the next
+/// start.
+#[derive(Debug)]
+pub struct Containment(Contained);
+
+impl Containment {
+    /// Tags `command` (set before it is spawned).
+    pub fn tag(command: &mut Command) -> Self {
+        Self(Contained::tag(command))
+    }
+
+    /// Ends every process still carrying the tag.
+    pub async fn end(self) {
+        self.0.end().await;
+    }
+}

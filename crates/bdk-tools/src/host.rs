@@ -182,4 +182,59 @@ pub trait HostServices: Send + Sync + fmt::Debug {
 
     /// Calls a server tool directly, bound to the calling session.
     fn call_tool(&self, name: String, input: Value) -> BoxFuture<'_, HostResult<CallOutcome>>;
+
+    /// The agent's MCP connections (`host.mcp`), when it has any.
+    fn mcp(&self) -> Option<std::sync::Arc<dyn McpAccess>> {
+        None
+    }
+}
+
+/// One MCP server a host caller can reach (`host.mcp.names()`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    pub name: String,
+    /// `model` (mcp-connections/) or `host` (host-connections/).
+    pub scope: String,
+    /// `stdio`, `http` or `agent`.
+    pub transport: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One tool of an MCP server, as the server lists it (after the connection's allow/deny lists).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// The server annotates it read-only (`readOnlyHint`).
+    pub read_only: bool,
+}
+
+/// What one MCP tool call returned: the MCP result's content, `structuredContent` and `isError`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpCallResult {
+    pub is_error: bool,
+    pub content: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+}
+
+/// The MCP connections host code reaches (`host.mcp`: names, listTools, callTool), model and
+/// host connections alike. Implemented by the MCP client crate; the engine hands it to tool calls.
+pub trait McpAccess: Send + Sync + fmt::Debug {
+    /// Every connection, in name order.
+    fn servers(&self) -> Vec<McpServerInfo>;
+
+    /// The tools `server` offers (starting it if it is not running).
+    fn list_tools(&self, server: String) -> BoxFuture<'_, HostResult<Vec<McpToolInfo>>>;
+
+    /// Calls `tool` on `server` with `arguments` (an object).
+    fn call(&self, server: String, tool: String, arguments: Value) -> BoxFuture<'_, HostResult<McpCallResult>>;
 }

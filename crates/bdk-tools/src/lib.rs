@@ -40,7 +40,7 @@ pub mod validate;
 pub mod workspace;
 
 pub use error::{Error, Result, ToolError};
-pub use host::{HostError, HostServices, Scope};
+pub use host::{HostError, HostServices, McpAccess, Scope};
 pub use native::{NativeTool, ToolContext};
 pub use policy::Effect;
 pub use registry::{ProjectTools, ProjectToolsBuilder, RegistryOptions, ToolInfo, ToolKind};
@@ -222,6 +222,24 @@ pub trait ToolRegistry: Send + Sync + fmt::Debug {
     /// `prepare_workspace` to materialize files must answer `true`.
     fn materializes_workspace(&self) -> bool {
         false
+    }
+
+    /// Lets tools that come from elsewhere (advertised MCP tools, listed by their server) load
+    /// before [`specs`](Self::specs), `lookup` and the policy questions are asked: the engine
+    /// awaits it before each turn's specs and before each direct call. Cheap once loaded.
+    fn refresh(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    /// The MCP connections host code reaches through this registry's agent (`host.mcp`).
+    fn mcp(&self) -> Option<std::sync::Arc<dyn McpAccess>> {
+        None
+    }
+
+    /// Closes what the registry keeps running beyond one call (MCP servers): the host calls it
+    /// once at shutdown, after the turns drained.
+    fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 

@@ -48,6 +48,8 @@ pub enum ToolKind {
     Native,
     /// A built-in workspace tool (read, ls, glob, grep, write, edit, shell).
     Builtin,
+    /// A tool of an MCP connection (advertised by name, or the built-in `mcp` tool).
+    Mcp,
 }
 
 impl ToolKind {
@@ -59,12 +61,13 @@ impl ToolKind {
             ToolKind::Agent => "agent",
             ToolKind::Native => "native",
             ToolKind::Builtin => "builtin",
+            ToolKind::Mcp => "mcp",
         }
     }
 
     /// Whether a direct call may run it on the host (server tools only).
     pub fn is_server(self) -> bool {
-        matches!(self, ToolKind::Command | ToolKind::Script | ToolKind::Persistent | ToolKind::Native)
+        matches!(self, ToolKind::Command | ToolKind::Script | ToolKind::Persistent | ToolKind::Native | ToolKind::Mcp)
     }
 }
 

@@ -14,6 +14,7 @@ mod github;
 mod help;
 mod info;
 mod init;
+mod mcp;
 mod run;
 mod sandbox_exec;
 mod schedules;
@@ -38,5 +39,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Completions(args) => help::completions(&args),
         Command::SandboxExec(args) => sandbox_exec::run(&args),
         Command::Github(args) => github::run(&args),
+        Command::Mcp(command) => mcp::run(&command, embed),
     }
 }

@@ -217,7 +217,7 @@ fn print_startup(state: &AppState, addr: SocketAddr) {
 /// writes one JSON object per line (timestamp, level, target, fields) instead.
 fn init_logging(logs: &LogBuffer, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let registry = tracing_subscriber::registry().with(filter).with(logs.layer());
     // A second subscriber (an embedding that set its own) is fine: ours is then not installed.
     let _ = match format {

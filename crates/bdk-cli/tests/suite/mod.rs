@@ -8,6 +8,7 @@ mod durable_trace;
 mod eval;
 mod examples;
 mod init;
+mod mcp;
 mod native;
 mod openapi_fuzz;
 mod playground;

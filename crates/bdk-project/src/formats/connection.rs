@@ -3,12 +3,13 @@
 //! verbatim here and are resolved from the environment each time a client opens.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::diag::{Code, Diagnostics};
 use crate::model::{Advertise, ConnectionDef, ConnectionScope, Transport};
-use crate::parse;
+use crate::parse::{self, DurationValue};
 use crate::source::SourceFile;
 
 use super::Origin;
@@ -28,7 +29,17 @@ struct ConnectionFile {
     agent: Option<String>,
     #[serde(default)]
     advertise_tools: AdvertiseFile,
+    /// Only these server tools are reachable (by the server's own names).
+    allow_tools: Option<Vec<String>>,
+    /// These server tools are never reachable.
+    #[serde(default)]
+    deny_tools: Vec<String>,
+    /// Each call's limit.
+    timeout: Option<DurationValue>,
 }
+
+/// An MCP call times out after this long unless `timeout` says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
@@ -139,6 +150,22 @@ pub fn load(
         );
     }
     let placeholders = transport_placeholders(&transport);
+    let timeout = parse::duration(file.timeout.as_ref(), src, "timeout", DEFAULT_TIMEOUT, diags);
+    if let Advertise::Only(names) = &advertise {
+        for name in names {
+            let denied =
+                file.deny_tools.contains(name) || file.allow_tools.as_ref().is_some_and(|allow| !allow.contains(name));
+            if denied {
+                diags.report_with_hint(
+                    Code::InvalidValue,
+                    Some(&src.rel),
+                    src.pos_of_key("advertise_tools"),
+                    format!("{}: `advertise_tools` names `{name}`, which `allow_tools`/`deny_tools` exclude", src.rel),
+                    "advertise only tools the lists admit",
+                );
+            }
+        }
+    }
     Some(ConnectionDef {
         name: origin.name(name),
         scope,
@@ -149,6 +176,9 @@ pub fn load(
         advertise,
         placeholders,
         namespace: origin.namespace.clone(),
+        allow_tools: file.allow_tools,
+        deny_tools: file.deny_tools,
+        timeout,
     })
 }
 

@@ -17,7 +17,8 @@ fn stdio_http_and_peer_connections_load() {
         )
         .file("bot/mcp-connections/peer.toml", "agent = \"other\"\nadvertise_tools = true\n")
         .load();
-    assert_clean(&project);
+    // Alone, the peer `other` is not mounted with it: that one error, on the peer's file.
+    only(&project, "unknown_peer").error().file("bot/mcp-connections/peer.toml");
     let conns = &project.caps.connections;
     assert_eq!(conns.len(), 3);
     let gh = conns.iter().find(|c| c.name == "gh").expect("gh");
@@ -117,4 +118,51 @@ fn connection_names_clash_across_scopes() {
         .file("bot/host-connections/x.toml", "command = \"b\"\n")
         .load();
     find(&project, "name_clash").error();
+}
+
+#[test]
+fn a_peer_mounted_in_the_same_host_resolves() {
+    //! Guards: `agent = "<slug>"` naming a project discovered with it is clean; the error
+    //! `unknown_peer` is only for a slug no discovered project has.
+    let root = tempfile::tempdir().unwrap();
+    for (slug, peer) in [("front", "back"), ("back", "nobody")] {
+        let bot = root.path().join(slug).join("bot");
+        std::fs::create_dir_all(bot.join("mcp-connections")).unwrap();
+        std::fs::write(bot.join("instructions.md"), "Be brief.\n").unwrap();
+        std::fs::write(bot.join("mcp-connections/peer.toml"), format!("agent = \"{peer}\"\n")).unwrap();
+    }
+    let discovery = bdk_project::discover(&[root.path().to_path_buf()]);
+    let front = discovery.projects.iter().find(|p| p.slug == "front").unwrap();
+    assert!(front.diagnostics.iter().all(|d| d.code != "unknown_peer"), "{:?}", front.diagnostics);
+    let back = discovery.projects.iter().find(|p| p.slug == "back").unwrap();
+    let unknown: Vec<_> = back.diagnostics.iter().filter(|d| d.code == "unknown_peer").collect();
+    assert_eq!(unknown.len(), 1, "{:?}", back.diagnostics);
+    assert_eq!(unknown[0].file.as_deref(), Some("bot/mcp-connections/peer.toml"));
+    assert!(unknown[0].message.contains("`nobody`"));
+}
+
+#[test]
+fn allow_deny_and_timeout_load_and_an_excluded_advertised_tool_is_an_error() {
+    //! Guards: `allow_tools`, `deny_tools` and `timeout` load (and show in the manifest); an
+    //! `advertise_tools` name the lists exclude is `invalid_value` on `advertise_tools`.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/mcp-connections/gh.toml",
+            "command = \"gh-mcp\"\nallow_tools = [\"get_issue\", \"list_prs\"]\ndeny_tools = [\"list_prs\"]\ntimeout = \"5s\"\n",
+        )
+        .load();
+    assert_clean(&project);
+    let gh = &project.caps.connections[0];
+    assert_eq!(gh.timeout, std::time::Duration::from_secs(5));
+    assert!(gh.admits("get_issue"));
+    assert!(!gh.admits("list_prs"), "deny wins");
+    assert!(!gh.admits("delete_repo"), "not in allow_tools");
+    let info = bdk_project::manifest(&project);
+    assert_eq!(info.connections[0].allow_tools, Some(vec!["get_issue".to_owned(), "list_prs".to_owned()]));
+    assert_eq!(info.connections[0].deny_tools, ["list_prs"]);
+
+    let (_fx, project) = Fixture::new()
+        .file("bot/mcp-connections/gh.toml", "command = \"gh-mcp\"\ndeny_tools = [\"x\"]\nadvertise_tools = [\"x\"]\n")
+        .load();
+    only(&project, "invalid_value").error().file("bot/mcp-connections/gh.toml");
 }

@@ -4,6 +4,7 @@
 //! (`Engine::host_services`); this module is transport and admission only.
 
 mod base64;
+pub(crate) mod mcp;
 pub(crate) mod reminders;
 pub(crate) mod routes;
 mod tokens;

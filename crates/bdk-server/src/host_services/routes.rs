@@ -53,6 +53,11 @@ pub(crate) struct HostCaller {
 }
 
 impl HostCaller {
+    /// The services of the call the token was minted for.
+    pub(crate) fn services(&self) -> &Arc<dyn HostServices> {
+        &self.services
+    }
+
     /// The session of the call the token was minted for, if any.
     pub(crate) fn session_id(&self) -> Option<bdk_protocol::SessionId> {
         self.scope.session_id.clone()
@@ -112,7 +117,7 @@ impl HostCaller {
 }
 
 /// A [`HostError`] as an HTTP error.
-fn api_error(error: HostError) -> ApiError {
+pub(crate) fn api_error(error: HostError) -> ApiError {
     let status = match error.kind {
         HostErrorKind::Invalid => StatusCode::BAD_REQUEST,
         HostErrorKind::Revoked => StatusCode::UNAUTHORIZED,

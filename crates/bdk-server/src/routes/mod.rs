@@ -70,6 +70,9 @@ pub fn app(state: AppState) -> Router {
 
 /// One agent's routes, relative to its base path.
 fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
+    // Its `agent = "<slug>"` connections reach the agents of this host in-process.
+    crate::mount::peer_slot(&agent.project.bot_dir)
+        .set(std::sync::Arc::new(crate::mcp::LocalPeers::new(&app.agents, agent.slug())));
     let state = AgentState { base_path: app.base_path(&agent).into(), app: app.clone(), agent };
     let mut timed = Router::new();
     if app.options.dev {
@@ -87,11 +90,14 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(evals::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
+        .merge(crate::mcp::routes(&state.agent, &app.streams_end))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
     let open = Router::new().route("/v1/health", get(health::agent_health)).route("/v1/meta", get(meta::get_meta));
     let open = open.merge(crate::web::agent_routes(app));
     // Host services admit by their own per-call token, never by the auth chain.
-    let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
+    let host = crate::host_services::routes::routes()
+        .merge(crate::host_services::reminders::routes())
+        .merge(crate::host_services::mcp::routes());
     let channels = crate::channels::routes(app, &state.agent.project);
     authed.merge(open).merge(host).merge(channels).with_state(state)
 }

@@ -9,6 +9,7 @@ mod evals;
 mod fakes;
 mod host;
 mod host_services;
+mod mcp;
 mod nodelay;
 mod race;
 mod session;

@@ -1,0 +1,4 @@
+mod annotations;
+mod everything;
+mod failures;
+mod support;
