@@ -10,7 +10,10 @@ use bdk_model::{ModelInput, ModelLayer, Price, ProviderOptions};
 use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
-use crate::capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
+use crate::capabilities::{
+    ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec, SkillSpec, SubagentModel,
+    SubagentSpec,
+};
 use crate::types::AgentConfig;
 
 /// How long an idle session's actor lives before it retires (its state is all on disk).
@@ -101,7 +104,33 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
             cwd: h.cwd.clone(),
         })
         .collect();
-    Capabilities { skills, subagents, hooks, state_root: Some(state_dir.to_path_buf()) }
+    Capabilities {
+        skills,
+        subagents,
+        hooks,
+        state_root: Some(state_dir.to_path_buf()),
+        artifacts: artifacts_spec(project),
+        result_gate: project.result.as_ref().map(|r| ResultGateSpec {
+            command: r.command.clone(),
+            timeout: r.timeout,
+            cwd: project.bot_dir.clone(),
+            max_revisions: r.max_revisions,
+        }),
+    }
+}
+
+/// `artifacts.toml` (and extensions' kinds), or the defaults.
+fn artifacts_spec(project: &Project) -> ArtifactsSpec {
+    let kinds = project
+        .caps
+        .artifact_kinds
+        .iter()
+        .map(|k| ArtifactKindSpec { name: k.name.clone(), description: k.description.clone(), schema: k.schema.clone() })
+        .collect();
+    match &project.artifacts {
+        Some(def) => ArtifactsSpec { agent_tool: def.agent_tool, max: def.max as usize, kinds },
+        None => ArtifactsSpec { kinds, ..ArtifactsSpec::default() },
+    }
 }
 
 fn subagent_model(project: &Project, model: &ModelDef) -> SubagentModel {

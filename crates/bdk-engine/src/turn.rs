@@ -312,6 +312,9 @@ fn tool_specs(core: &Core, nested: bool) -> Vec<ToolSpec> {
     if !core.capabilities.subagents.is_empty() && !nested {
         specs.push(subagents::spec(&core.capabilities.subagents));
     }
+    if core.capabilities.artifacts.agent_tool {
+        specs.push(crate::artifacts::spec(&core.capabilities.artifacts));
+    }
     specs
         .into_iter()
         .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })

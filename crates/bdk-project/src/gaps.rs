@@ -15,9 +15,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     for channel in &project.caps.channels {
         warn(&channel.file, &format!("channel `{}` (its routes are not served)", channel.id));
     }
-    if let Some(artifacts) = &project.artifacts {
-        warn(&artifacts.file, "artifacts (`tag_artifact`, /v1/artifacts)");
-    }
     if let Some(result) = &project.result {
         warn(&result.file, "the result gate");
     }

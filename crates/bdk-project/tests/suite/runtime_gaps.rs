@@ -1,6 +1,6 @@
-//! Parts that validate but do not run yet say so: MCP connections, channels, `artifacts.toml`,
-//! `result.toml`, each A/B experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents and
-//! hooks (which run) get none.
+//! Parts that validate but do not run yet say so: MCP connections, channels,
+//! `result.toml`, each A/B experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents,
+//! hooks and artifacts (which run) get none.
 
 use super::fixture::Fixture;
 
@@ -33,7 +33,6 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         files,
         [
             "bot/agent.toml",
-            "bot/artifacts.toml",
             "bot/channels/portal.toml",
             "bot/mcp-connections/docs.toml",
             "bot/result.toml"

@@ -57,6 +57,11 @@ impl HostCaller {
     pub(crate) fn session_id(&self) -> Option<bdk_protocol::SessionId> {
         self.scope.session_id.clone()
     }
+
+    /// The services of the call the token was minted for.
+    pub(crate) fn services(&self) -> &Arc<dyn HostServices> {
+        &self.services
+    }
 }
 
 impl FromRequestParts<AgentState> for HostCaller {
@@ -112,7 +117,7 @@ impl HostCaller {
 }
 
 /// A [`HostError`] as an HTTP error.
-fn api_error(error: HostError) -> ApiError {
+pub(crate) fn api_error(error: HostError) -> ApiError {
     let status = match error.kind {
         HostErrorKind::Invalid => StatusCode::BAD_REQUEST,
         HostErrorKind::Revoked => StatusCode::UNAUTHORIZED,

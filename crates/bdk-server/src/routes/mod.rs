@@ -18,6 +18,7 @@ use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
 mod approvals;
+mod artifacts;
 mod evals;
 mod health;
 mod host;
@@ -82,12 +83,14 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(sessions::routes())
         .merge(tools::routes())
         .merge(evals::routes())
+        .merge(artifacts::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
     let open = Router::new().route("/v1/health", get(health::agent_health)).route("/v1/meta", get(meta::get_meta));
     // Host services admit by their own per-call token, never by the auth chain.
     let host = crate::host_services::routes::routes().merge(crate::host_services::reminders::routes());
+    let host = host.merge(crate::host_services::artifacts::routes());
     authed.merge(open).merge(host).with_state(state)
 }
 
