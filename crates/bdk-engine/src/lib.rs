@@ -28,6 +28,7 @@ mod failure;
 mod hooks;
 mod host;
 mod recovery;
+mod result_gate;
 pub mod reminders;
 pub mod schedules;
 mod setup;

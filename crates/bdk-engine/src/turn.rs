@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
-    ActionsRequested, FailureCode, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
+    ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
     TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
@@ -26,6 +26,7 @@ use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_
 use crate::emit::Emitter;
 use crate::engine::Core;
 use crate::failure;
+use crate::result_gate::{self, Verdict};
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
@@ -212,6 +213,8 @@ async fn drive(
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
     let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
+    // Answers the result gate rejected so far.
+    let mut revisions = 0u32;
     for step in 0..max_steps {
         // Staged, not awaited: it goes out with the model's first output, or after a short
         // wait if the model is slow (`stream::assemble`), so a fast answer is one commit.
@@ -240,7 +243,37 @@ async fn drive(
             usage: Some(cost::protocol_usage(&output.usage)),
         }));
         if output.tool_calls.is_empty() {
-            return Ok(Some(output.text).filter(|t| !t.is_empty()));
+            let text = Some(output.text).filter(|t| !t.is_empty());
+            let gate = core.capabilities.result_gate.as_ref().filter(|_| persona.is_none());
+            let Some(gate) = gate else { return Ok(text) };
+            // Step events go out before the gate runs (it may take a while).
+            emit.flush().await?;
+            match result_gate::judge(core, gate, &context.session, &context.turn, text.as_deref(), cancel).await {
+                _ if cancel.is_cancelled() => return Err(Stop::Cancelled),
+                Verdict::Accept => return Ok(text),
+                Verdict::Fail(reason) => return Err(Stop::Failed(FailureCode::Internal, reason)),
+                Verdict::Reject(message) if revisions >= gate.max_revisions => {
+                    return Err(Stop::Failed(
+                        FailureCode::Internal,
+                        format!("the result gate rejected the answer after {revisions} revision(s): {message}"),
+                    ));
+                }
+                Verdict::Reject(message) => {
+                    revisions += 1;
+                    let feedback = result_gate::feedback(&message);
+                    emit.push(EventData::MessageReceived(MessageReceived {
+                        text: feedback.clone(),
+                        principal: Some(result_gate::PRINCIPAL.into()),
+                    }));
+                    messages.push(Message::Assistant {
+                        content: text.unwrap_or_default(),
+                        reasoning: output.reasoning,
+                        tool_calls: Vec::new(),
+                    });
+                    messages.push(Message::user(feedback));
+                    continue;
+                }
+            }
         }
 
         let calls: Vec<PreparedCall> = output.tool_calls.iter().map(PreparedCall::new).collect();

@@ -15,9 +15,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     for channel in &project.caps.channels {
         warn(&channel.file, &format!("channel `{}` (its routes are not served)", channel.id));
     }
-    if let Some(result) = &project.result {
-        warn(&result.file, "the result gate");
-    }
     for ab in &project.abs {
         warn(&ab.file, &format!("A/B experiment `{}`", ab.id));
     }

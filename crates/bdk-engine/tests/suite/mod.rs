@@ -15,6 +15,7 @@ mod listing;
 mod recovery;
 mod recursion;
 mod reminders;
+mod result_gate;
 mod schedules;
 mod skills;
 mod subagents;
