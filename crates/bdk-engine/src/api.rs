@@ -157,6 +157,12 @@ impl Engine {
         crate::artifacts::content(&self.inner, scope, id).await
     }
 
+    /// The A/B experiments with their assignments and per-arm totals, folded from the logs of
+    /// the sessions `scope` may see.
+    pub async fn abs(&self, scope: &ListScope) -> Result<crate::ab::AbReport> {
+        crate::ab::report(&self.inner, scope).await
+    }
+
     /// Each hook's delivered, dropped and restart counts (empty without hooks).
     pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
         self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()

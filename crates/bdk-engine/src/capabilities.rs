@@ -24,6 +24,29 @@ pub struct Capabilities {
     pub artifacts: ArtifactsSpec,
     /// The result gate (`result.toml`), when the agent has one.
     pub result_gate: Option<ResultGateSpec>,
+    /// Live A/B experiments (`ab.toml`, `ab/*.toml`), disabled ones included (they assign
+    /// nothing but still report totals).
+    pub abs: Vec<AbSpec>,
+}
+
+/// One experiment.
+#[derive(Debug, Clone)]
+pub struct AbSpec {
+    pub id: String,
+    pub description: Option<String>,
+    pub enabled: bool,
+    pub arms: Vec<AbArmSpec>,
+}
+
+/// One arm: its weight and what it changes.
+#[derive(Debug, Clone)]
+pub struct AbArmSpec {
+    pub id: String,
+    pub weight: u32,
+    /// Appended to the agent's instructions for sessions in this arm.
+    pub instructions: Option<String>,
+    /// The model id sessions in this arm run on, with its provider.
+    pub model: Option<(String, SubagentModel)>,
 }
 
 /// What `artifacts.toml` says, or its defaults when the agent has none (host code can still tag

@@ -58,9 +58,16 @@ pub(crate) struct Conversation {
     turns: HashMap<TurnId, usize>,
     /// The index of the next event to fold.
     next_index: u64,
+    /// `(experiment, arm)` of each `ab.assigned`.
+    assigned: Vec<(String, String)>,
 }
 
 impl Conversation {
+    /// The A/B arms the session was enrolled in.
+    pub fn assigned(&self) -> &[(String, String)] {
+        &self.assigned
+    }
+
     /// The index to read the log from to catch up.
     pub fn next_index(&self) -> u64 {
         self.next_index
@@ -80,6 +87,10 @@ impl Conversation {
     fn fold_one(&mut self, event: &Event) {
         // Direct tool calls are recorded on the stream but were never the model's.
         if crate::status::is_direct(event) {
+            return;
+        }
+        if let EventData::AbAssigned(assigned) = &event.data {
+            self.assigned.push((assigned.experiment.clone(), assigned.arm.clone()));
             return;
         }
         if let EventData::MessageReceived(received) = &event.data {

@@ -9,6 +9,7 @@
 //! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
 //! (stop, preempt) → model call and each tool call.
 
+mod ab;
 mod access;
 mod actor;
 mod admission;
@@ -44,10 +45,11 @@ mod turn;
 mod types;
 mod workspace;
 
+pub use ab::{AbReport, ArmReport, Assignment, ExperimentReport};
 pub use api::*;
 pub use approvals::{DENIED, EXPIRED, PendingApproval};
 pub use capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
-pub use capabilities::{ArtifactKindSpec, ArtifactsSpec, DEFAULT_ARTIFACTS_MAX, ResultGateSpec};
+pub use capabilities::{AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, DEFAULT_ARTIFACTS_MAX, ResultGateSpec};
 pub use cost::cost_report;
 pub use direct::{DirectCall, DirectOutcome};
 pub use error::{EngineError, Result};

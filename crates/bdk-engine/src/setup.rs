@@ -11,7 +11,7 @@ use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
 use crate::capabilities::{
-    ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec, SkillSpec, SubagentModel,
+    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec, SkillSpec, SubagentModel,
     SubagentSpec,
 };
 use crate::types::AgentConfig;
@@ -116,6 +116,35 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
             cwd: project.bot_dir.clone(),
             max_revisions: r.max_revisions,
         }),
+        abs: project
+            .abs
+            .iter()
+            .map(|ab| AbSpec {
+                id: ab.id.clone(),
+                description: ab.description.clone(),
+                enabled: ab.enabled,
+                arms: ab
+                    .arms
+                    .iter()
+                    .map(|arm| AbArmSpec {
+                        id: arm.id.clone(),
+                        weight: arm.weight,
+                        instructions: arm.instructions.clone(),
+                        model: arm.model.as_ref().map(|id| {
+                            let def = ModelDef {
+                                id: id.clone(),
+                                provider: None,
+                                base_url: None,
+                                api_key_env: None,
+                                params: Default::default(),
+                                pricing: None,
+                            };
+                            (id.clone(), subagent_model(project, &def))
+                        }),
+                    })
+                    .collect(),
+            })
+            .collect(),
     }
 }
 

@@ -30,7 +30,7 @@ use crate::result_gate::{self, Verdict};
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
-use crate::{skills, subagents};
+use crate::{ab, skills, subagents};
 
 /// The reason recorded when a turn is stopped or preempted.
 pub const INTERRUPTED: &str = "turn interrupted";
@@ -108,12 +108,14 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
     let mut usage = ModelUsage::default();
     let mut children = Spent::default();
-    let (model, price) = match &context.persona {
+    let mut priced = match &context.persona {
         Some(persona) => (persona.model.clone(), persona.price),
         None => (core.model.clone(), core.price),
     };
     let started = Instant::now();
-    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage, &mut children).await {
+    let driven = drive(&context, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
+    let (model, price) = priced;
+    let stop = match driven {
         Ok(result) => {
             emit.push(EventData::TurnCompleted(TurnCompleted {
                 usage: with_children(&usage, &children),
@@ -167,6 +169,7 @@ async fn drive(
     emit: &mut Emitter,
     usage: &mut ModelUsage,
     children: &mut Spent,
+    priced: &mut (String, Option<Price>),
 ) -> Result<Option<String>, Stop> {
     let core = &context.core;
     let cancel = &context.cancel;
@@ -197,11 +200,21 @@ async fn drive(
     drop(new_events);
     let mut messages = conversation.messages();
     let tools: Vec<ToolSpec> = tool_specs(core, persona.is_some());
-    let (instructions, provider, model) = match persona {
-        Some(p) => (&p.instructions, &p.provider, &p.model),
-        None => (&core.config.instructions, &core.provider, &core.model),
+    let arms = match persona {
+        Some(_) => Vec::new(),
+        None => ab::arms(&core.capabilities.abs, conversation.assigned()),
     };
-    let system = skills::system_prompt(instructions, &core.capabilities.skills);
+    let arm_model = arms.iter().rev().find_map(|arm| arm.model.as_ref());
+    let (instructions, provider, model) = match (persona, arm_model) {
+        (Some(p), _) => (p.instructions.clone(), &p.provider, &p.model),
+        (None, Some((id, m))) => (ab::instructions(&core.config.instructions, &arms), &m.provider, id),
+        (None, None) => (ab::instructions(&core.config.instructions, &arms), &core.provider, &core.model),
+    };
+    if let (None, Some((id, m))) = (persona, arm_model) {
+        // An A/B arm's model: recorded and priced as that model.
+        *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
+    }
+    let system = skills::system_prompt(&instructions, &core.capabilities.skills);
     emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
 
     let mut workspace = match persona {

@@ -1,5 +1,6 @@
 //! Behaviour tests of the session engine through its public API.
 
+mod ab;
 mod admission;
 mod approvals;
 mod direct;

@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
+mod abs;
 mod approvals;
 mod artifacts;
 mod evals;
@@ -84,6 +85,7 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(tools::routes())
         .merge(evals::routes())
         .merge(artifacts::routes())
+        .merge(abs::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
         .route_layer(middleware::from_fn_with_state(app.auth_state(), auth::require));
