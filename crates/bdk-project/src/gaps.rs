@@ -15,9 +15,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     for channel in &project.caps.channels {
         warn(&channel.file, &format!("channel `{}` (its routes are not served)", channel.id));
     }
-    for extension in project.extensions.iter().filter(|e| !e.config.is_empty()) {
-        warn(&extension.file, &format!("passing extension `{}`'s `config` to its commands", extension.namespace));
-    }
     if project.harness.cwd.is_some() {
         let file = project.bot_dir.join("agent.toml");
         let shown = file.strip_prefix(&project.dir).unwrap_or(&file).display().to_string();

@@ -5,6 +5,7 @@ mod admission;
 mod approvals;
 mod direct;
 mod dry_run;
+mod extensions;
 mod failure_codes;
 mod folder;
 mod hooks;
