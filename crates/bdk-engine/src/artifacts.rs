@@ -76,7 +76,8 @@ pub(crate) async fn tag(tagger: Tagger<'_>, request: TagRequest) -> Result<Tagge
     }
     let kind = resolve_kind(tagger.spec, request.kind.as_deref())?;
     if let Some(schema) = tagger.spec.kinds.iter().find(|k| k.name == kind).and_then(|k| k.schema.as_ref()) {
-        let compiled = InputSchema::compile(schema).map_err(|e| format!("kind `{kind}` has an unusable schema: {e}"))?;
+        let compiled =
+            InputSchema::compile(schema).map_err(|e| format!("kind `{kind}` has an unusable schema: {e}"))?;
         let data = request.data.clone().unwrap_or(Value::Null);
         if let Err(errors) = compiled.check(&data) {
             return Err(format!("the data does not match kind `{kind}`'s schema:\n{}", errors.join("\n")));

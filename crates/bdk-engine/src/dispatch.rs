@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
-use crate::{artifacts, skills};
 use crate::subagents::{self, Parent, Spent};
+use crate::{artifacts, skills};
 
 /// Most tool calls one model step runs unless configured otherwise
 /// (`EngineOptions::max_tool_calls_per_step`).
@@ -149,7 +149,13 @@ pub(crate) async fn run_calls(
                 continue;
             }
             Builtin::Tag => {
-                set.spawn(tag_artifact(context.core.clone(), context.session.clone(), context.workspace.clone(), index, call.input.clone()));
+                set.spawn(tag_artifact(
+                    context.core.clone(),
+                    context.session.clone(),
+                    context.workspace.clone(),
+                    index,
+                    call.input.clone(),
+                ));
                 continue;
             }
             Builtin::Delegate(delegation) => {

@@ -11,8 +11,8 @@ use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
 use crate::capabilities::{
-    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec, SkillSpec, SubagentModel,
-    SubagentSpec,
+    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec,
+    SkillSpec, SubagentModel, SubagentSpec,
 };
 use crate::types::AgentConfig;
 
@@ -154,7 +154,11 @@ fn artifacts_spec(project: &Project) -> ArtifactsSpec {
         .caps
         .artifact_kinds
         .iter()
-        .map(|k| ArtifactKindSpec { name: k.name.clone(), description: k.description.clone(), schema: k.schema.clone() })
+        .map(|k| ArtifactKindSpec {
+            name: k.name.clone(),
+            description: k.description.clone(),
+            schema: k.schema.clone(),
+        })
         .collect();
     match &project.artifacts {
         Some(def) => ArtifactsSpec { agent_tool: def.agent_tool, max: def.max as usize, kinds },

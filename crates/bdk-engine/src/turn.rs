@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
-    ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
-    TurnStarted,
+    ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
+    TurnFailed, TurnQueued, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;

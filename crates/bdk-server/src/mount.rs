@@ -135,7 +135,8 @@ pub async fn mount_with(
         source,
     })?;
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
-    let options = EngineOptions { artifacts: options.artifacts.clone().or_else(|| Some(Arc::new(store.clone()))), ..options };
+    let options =
+        EngineOptions { artifacts: options.artifacts.clone().or_else(|| Some(Arc::new(store.clone()))), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {

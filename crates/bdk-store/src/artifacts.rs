@@ -118,7 +118,9 @@ pub trait ArtifactStore: Send + Sync + fmt::Debug {
 /// Whether `id` is a well-formed artifact id (no path can be made of it).
 pub fn is_artifact_id(id: &str) -> bool {
     id.strip_prefix("art_").is_some_and(|rest| {
-        !rest.is_empty() && rest.len() <= 120 && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        !rest.is_empty()
+            && rest.len() <= 120
+            && rest.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     })
 }
 

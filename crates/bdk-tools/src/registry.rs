@@ -367,9 +367,9 @@ impl ProjectToolsBuilder {
             };
             let extension = (def.source == Source::Extension)
                 .then(|| {
-                    self.extensions
-                        .iter()
-                        .find(|e| def.name.starts_with(&format!("{}{}", e.namespace, bdk_project::formats::NAMESPACE_SEPARATOR)))
+                    self.extensions.iter().find(|e| {
+                        def.name.starts_with(&format!("{}{}", e.namespace, bdk_project::formats::NAMESPACE_SEPARATOR))
+                    })
                 })
                 .flatten()
                 .cloned();

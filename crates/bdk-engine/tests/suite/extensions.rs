@@ -16,7 +16,10 @@ const PROBE: &str = "import json, os, sys\nrequest = json.load(sys.stdin)\njson.
 async fn an_extensions_config_reaches_its_command() {
     let tool = "description = \"Reports what it was told.\"\ncommand = [\"python3\", \"lib/probe.py\"]\n";
     let folder = Folder::new(&[
-        ("extensions/ci/extension.toml", "description = \"CI.\"\n[config]\norg = \"acme\"\npath = \"${PATH}\"\nretries = 3\n"),
+        (
+            "extensions/ci/extension.toml",
+            "description = \"CI.\"\n[config]\norg = \"acme\"\npath = \"${PATH}\"\nretries = 3\n",
+        ),
         ("extensions/ci/tools/whoami.toml", tool),
         ("extensions/ci/lib/probe.py", PROBE),
         ("tools/plain.toml", tool),

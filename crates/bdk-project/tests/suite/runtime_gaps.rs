@@ -29,15 +29,7 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .collect();
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(
-        files,
-        [
-            "bot/agent.toml",
-            "bot/channels/portal.toml",
-            "bot/mcp-connections/docs.toml"
-        ],
-        "{found:#?}"
-    );
+    assert_eq!(files, ["bot/agent.toml", "bot/channels/portal.toml", "bot/mcp-connections/docs.toml"], "{found:#?}");
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",

@@ -48,12 +48,17 @@ async fn list(
     let limit = match &query.limit {
         Some(raw) => match raw.parse::<usize>() {
             Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
-            _ => return Err(ApiError::invalid_request(format!("`limit` must be a whole number from 1 to {MAX_LIMIT}"))),
+            _ => {
+                return Err(ApiError::invalid_request(format!("`limit` must be a whole number from 1 to {MAX_LIMIT}")));
+            }
         },
         None => DEFAULT_LIMIT,
     };
     let session_id = match &query.session_id {
-        Some(raw) => Some(SessionId::parse(raw.as_str()).map_err(|_| ApiError::invalid_request(format!("`sessionId` {raw:?} is not a session id")))?),
+        Some(raw) => Some(
+            SessionId::parse(raw.as_str())
+                .map_err(|_| ApiError::invalid_request(format!("`sessionId` {raw:?} is not a session id")))?,
+        ),
         None => None,
     };
     let filter = ArtifactQuery { principal: None, kind: query.kind, session_id, limit: Some(limit) };

@@ -57,11 +57,16 @@ fn results(events: &[bdk_protocol::Event]) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tagged_artifact_is_listed_and_downloaded_by_its_owner_only() {
-    let good = json!({"kind": "report", "key": "week-1", "title": "Week 1", "data": {"week": 1}, "path": "out/week1.md"});
+    let good =
+        json!({"kind": "report", "key": "week-1", "title": "Week 1", "data": {"week": 1}, "path": "out/week1.md"});
     let step = ScriptStep::tool_call("t1", "tag_artifact", good)
         .with_tool_call("t2", "tag_artifact", json!({"kind": "memo", "key": "x"}))
         .with_tool_call("t3", "tag_artifact", json!({"kind": "report", "key": "w2", "data": {"week": "two"}}))
-        .with_tool_call("t4", "tag_artifact", json!({"kind": "report", "key": "w3", "data": {"week": 3}, "path": "../../../../etc/passwd"}));
+        .with_tool_call(
+            "t4",
+            "tag_artifact",
+            json!({"kind": "report", "key": "w3", "data": {"week": 3}, "path": "../../../../etc/passwd"}),
+        );
     let host = start(vec![step, ScriptStep::text("tagged")]).await;
     let id = host.start_session("tag the report").await.session_id.to_string();
     host.wait_for(&id, "session.waiting", None).await;
@@ -131,7 +136,8 @@ async fn host_code_tags_and_the_cap_evicts_the_oldest() {
     assert_eq!(tagged, 4);
     // max = 3: the first one is gone, newest first.
     let listed = host.get("/v1/artifacts").await;
-    let keys: Vec<&str> = listed.body["artifacts"].as_array().unwrap().iter().map(|a| a["key"].as_str().unwrap()).collect();
+    let keys: Vec<&str> =
+        listed.body["artifacts"].as_array().unwrap().iter().map(|a| a["key"].as_str().unwrap()).collect();
     assert_eq!(keys, vec!["w4", "w3", "w2"]);
     let first = results[0]["result"]["artifact"]["id"].as_str().unwrap();
     host.get(&format!("/v1/artifacts/{first}/content")).await.assert_error(404, "artifact_not_found");

@@ -203,8 +203,10 @@ mod tests {
         assert!(first.created);
         let mut again = tag("alice", "w1");
         again.title = Some("Renamed".into());
-        again.content =
-            Some((ContentInfo { file_name: "r.md".into(), content_type: "text/markdown".into(), size: 2 }, b"hi".to_vec()));
+        again.content = Some((
+            ContentInfo { file_name: "r.md".into(), content_type: "text/markdown".into(), size: 2 },
+            b"hi".to_vec(),
+        ));
         let second = store.tag(again, None).await.unwrap();
         assert!(!second.created);
         assert_eq!(second.record.id, first.record.id);
@@ -228,7 +230,8 @@ mod tests {
         store.tag(tag("p", "a"), Some(2)).await.unwrap();
         let third = store.tag(tag("p", "c"), Some(2)).await.unwrap();
         assert_eq!(third.evicted, vec![b.clone()]);
-        let left: Vec<String> = store.list(&ArtifactQuery::default()).await.unwrap().into_iter().map(|r| r.id).collect();
+        let left: Vec<String> =
+            store.list(&ArtifactQuery::default()).await.unwrap().into_iter().map(|r| r.id).collect();
         assert_eq!(left, vec![third.record.id, a]);
         assert!(store.get(&b).await.unwrap().is_none());
     }
