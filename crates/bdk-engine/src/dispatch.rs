@@ -315,6 +315,13 @@ fn builtin(context: &DispatchContext<'_>, call: &PreparedCall) -> Builtin {
         return Builtin::Answer(skills::call(&caps.skills, &call.input));
     }
     if call.name == artifacts::TOOL {
+        // Tagging writes durable state: a dry-run session gets the stub.
+        if context.settings.dry_run {
+            return Builtin::Answer(ToolOutcome::stub(Value::String(format!(
+                "dry run: `{}` was not run (nothing was tagged)",
+                artifacts::TOOL
+            ))));
+        }
         return Builtin::Tag;
     }
     match subagents::admit(&caps.subagents, context.nested, &call.call_id, &call.input) {

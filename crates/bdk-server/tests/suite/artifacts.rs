@@ -146,3 +146,19 @@ async fn host_code_tags_and_the_cap_evicts_the_oldest() {
     assert_eq!(download.text, "week 4");
     host.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_session_tags_nothing() {
+    let input = json!({"kind": "report", "key": "w1", "data": {"week": 1}, "content": "x"});
+    let host = start(vec![ScriptStep::tool_call("t1", "tag_artifact", input), ScriptStep::text("ok")]).await;
+    let started = host.post("/v1/session", &json!({"message": "tag", "dryRun": true})).await;
+    assert_eq!(started.status.as_u16(), 200, "{}", started.text);
+    let id = started.body["sessionId"].as_str().unwrap().to_owned();
+    host.wait_for(&id, "session.waiting", None).await;
+    let events = host.events(&id).await;
+    let results = results(&events);
+    assert_eq!(results[0]["stubbed"], json!(true), "{results:?}");
+    assert!(events.iter().all(|e| e.data.event_type() != "artifact.tagged"));
+    assert_eq!(host.get("/v1/artifacts").await.body["artifacts"], json!([]));
+    host.shutdown().await;
+}
