@@ -132,6 +132,9 @@ pub struct HookSpec {
     pub sink: HookSinkSpec,
     /// The working directory of a `command` sink (the agent folder).
     pub cwd: PathBuf,
+    /// Extra environment of a `command` sink: an extension's hook gets `BDK_EXTENSION` and
+    /// `BDK_EXTENSION_CONFIG`.
+    pub env: Vec<(String, String)>,
 }
 
 /// Where a hook's events go.

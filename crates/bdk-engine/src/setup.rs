@@ -102,6 +102,7 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
                 },
             },
             cwd: h.cwd.clone(),
+            env: extension_env(project, &h.name, h.source),
         })
         .collect();
     Capabilities {
@@ -164,6 +165,27 @@ fn artifacts_spec(project: &Project) -> ArtifactsSpec {
         Some(def) => ArtifactsSpec { agent_tool: def.agent_tool, max: def.max as usize, kinds },
         None => ArtifactsSpec { kinds, ..ArtifactsSpec::default() },
     }
+}
+
+/// `BDK_EXTENSION` and `BDK_EXTENSION_CONFIG` for a command an extension contributed as `name`
+/// (`<ns>__...`); empty for the root's own. `${NAME}` in config strings is read now.
+fn extension_env(project: &Project, name: &str, source: bdk_protocol::info::Source) -> Vec<(String, String)> {
+    if source != bdk_protocol::info::Source::Extension {
+        return Vec::new();
+    }
+    let separator = bdk_project::formats::NAMESPACE_SEPARATOR;
+    let Some(extension) = project.extensions.iter().find(|e| name.starts_with(&format!("{}{separator}", e.namespace)))
+    else {
+        return Vec::new();
+    };
+    let context = bdk_tools::command::ExtensionContext {
+        namespace: extension.namespace.clone(),
+        config: serde_json::Value::Object(extension.config.clone()),
+    };
+    vec![
+        (bdk_tools::command::env::EXTENSION.to_owned(), context.namespace.clone()),
+        (bdk_tools::command::env::EXTENSION_CONFIG.to_owned(), context.resolved_config().to_string()),
+    ]
 }
 
 fn subagent_model(project: &Project, model: &ModelDef) -> SubagentModel {

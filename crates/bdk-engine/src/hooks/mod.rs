@@ -268,6 +268,7 @@ mod tests {
             events: vec!["*".into()],
             sink: HookSinkSpec::Command(vec!["python3".into(), "-c".into(), script.into()]),
             cwd: dir.to_path_buf(),
+            env: Vec::new(),
         }
     }
 
@@ -322,6 +323,7 @@ mod tests {
             events: vec!["*".into()],
             sink: HookSinkSpec::File(temp.path().join("audit.ndjson")),
             cwd: temp.path().to_path_buf(),
+            env: Vec::new(),
         };
         let shared = Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store) };
         let hub = HookHub::new(vec![spec], shared);
