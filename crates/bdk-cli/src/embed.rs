@@ -81,4 +81,15 @@ impl Embed {
     pub fn registry(&self, project: &Project, state_dir: &Path) -> Result<Arc<dyn ToolRegistry>, MountError> {
         mount::tools_with(project, state_dir, self.tools.as_ref())
     }
+
+    /// [`Embed::registry`] whose `reminders_*` tools reach the reminders `mount::mount_with`
+    /// puts in `slot`.
+    pub fn registry_with_reminders(
+        &self,
+        project: &Project,
+        state_dir: &Path,
+        slot: &bdk_engine::reminders::tools::ReminderSlot,
+    ) -> Result<Arc<dyn ToolRegistry>, MountError> {
+        mount::tools_with_reminders(project, state_dir, self.tools.as_ref(), slot)
+    }
 }

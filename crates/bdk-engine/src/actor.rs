@@ -193,11 +193,17 @@ impl Actor {
             purpose: request.purpose,
         };
         let received = MessageReceived { text: request.message, principal: None };
-        self.append(vec![
-            NewEvent::new(EventData::SessionStarted(started)),
-            NewEvent::new(EventData::MessageReceived(received)),
-        ])
-        .await?;
+        // A channel conversation keeps its arm across sessions (its token is stable).
+        let sticky = match &request.continuation_key {
+            Some(_) => record.continuation_token.clone().unwrap_or_else(|| self.id.to_string()),
+            None => self.id.to_string(),
+        };
+        let mut events = vec![NewEvent::new(EventData::SessionStarted(started))];
+        for assigned in crate::ab::assign(&self.core.capabilities.abs, &sticky) {
+            events.push(NewEvent::new(EventData::AbAssigned(assigned)));
+        }
+        events.push(NewEvent::new(EventData::MessageReceived(received)));
+        self.append(events).await?;
         let turn_id = self.start_turn(request.workspace_files);
         Ok(SessionStarted {
             session_id: self.id.clone(),

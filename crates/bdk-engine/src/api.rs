@@ -139,6 +139,30 @@ impl Engine {
         crate::direct::call_tool(&self.inner, request).await
     }
 
+    /// Artifacts `scope` may see, newest-updated first (`query.principal` is set from `scope`).
+    pub async fn artifacts(
+        &self,
+        scope: &ListScope,
+        query: bdk_store::ArtifactQuery,
+    ) -> Result<Vec<bdk_store::ArtifactRecord>> {
+        crate::artifacts::list(&self.inner, scope, query).await
+    }
+
+    /// One artifact's record and content, if it exists, has content and `scope` may see it.
+    pub async fn artifact_content(
+        &self,
+        scope: &ListScope,
+        id: &str,
+    ) -> Result<Option<(bdk_store::ArtifactRecord, Vec<u8>)>> {
+        crate::artifacts::content(&self.inner, scope, id).await
+    }
+
+    /// The A/B experiments with their assignments and per-arm totals, folded from the logs of
+    /// the sessions `scope` may see.
+    pub async fn abs(&self, scope: &ListScope) -> Result<crate::ab::AbReport> {
+        crate::ab::report(&self.inner, scope).await
+    }
+
     /// Each hook's delivered, dropped and restart counts (empty without hooks).
     pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
         self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()

@@ -20,6 +20,73 @@ pub struct Capabilities {
     pub hooks: Vec<HookSpec>,
     /// The agent's durable state root (hook context `stateRoot`; relative file sinks land here).
     pub state_root: Option<PathBuf>,
+    /// Artifact kinds, the `tag_artifact` opt-in and the retention cap (`artifacts.toml`).
+    pub artifacts: ArtifactsSpec,
+    /// The result gate (`result.toml`), when the agent has one.
+    pub result_gate: Option<ResultGateSpec>,
+    /// Live A/B experiments (`ab.toml`, `ab/*.toml`), disabled ones included (they assign
+    /// nothing but still report totals).
+    pub abs: Vec<AbSpec>,
+}
+
+/// One experiment.
+#[derive(Debug, Clone)]
+pub struct AbSpec {
+    pub id: String,
+    pub description: Option<String>,
+    pub enabled: bool,
+    pub arms: Vec<AbArmSpec>,
+}
+
+/// One arm: its weight and what it changes.
+#[derive(Debug, Clone)]
+pub struct AbArmSpec {
+    pub id: String,
+    pub weight: u32,
+    /// Appended to the agent's instructions for sessions in this arm.
+    pub instructions: Option<String>,
+    /// The model id sessions in this arm run on, with its provider.
+    pub model: Option<(String, SubagentModel)>,
+}
+
+/// What `artifacts.toml` says, or its defaults when the agent has none (host code can still tag
+/// free-form kinds then; the model gets no tool).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArtifactsSpec {
+    /// Offer the model `tag_artifact`.
+    pub agent_tool: bool,
+    /// How many artifacts are kept; the oldest-updated are evicted past it.
+    pub max: usize,
+    /// Declared kinds; empty: kinds are free-form and an omitted kind is `artifact`.
+    pub kinds: Vec<ArtifactKindSpec>,
+}
+
+impl Default for ArtifactsSpec {
+    fn default() -> Self {
+        ArtifactsSpec { agent_tool: false, max: DEFAULT_ARTIFACTS_MAX, kinds: Vec::new() }
+    }
+}
+
+/// The retention cap without `artifacts.toml` (the reference's default).
+pub const DEFAULT_ARTIFACTS_MAX: usize = 1000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArtifactKindSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema the artifact's data must match.
+    pub schema: Option<serde_json::Value>,
+}
+
+/// The result gate: a command that accepts or rejects each turn's final text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultGateSpec {
+    pub command: Vec<String>,
+    pub timeout: std::time::Duration,
+    /// Where the command runs (the agent folder).
+    pub cwd: PathBuf,
+    /// Rejections the model may revise after; one more fails the turn.
+    pub max_revisions: u32,
 }
 
 /// One skill as the model may load it.
@@ -65,6 +132,9 @@ pub struct HookSpec {
     pub sink: HookSinkSpec,
     /// The working directory of a `command` sink (the agent folder).
     pub cwd: PathBuf,
+    /// Extra environment of a `command` sink: an extension's hook gets `BDK_EXTENSION` and
+    /// `BDK_EXTENSION_CONFIG`.
+    pub env: Vec<(String, String)>,
 }
 
 /// Where a hook's events go.

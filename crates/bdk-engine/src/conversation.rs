@@ -39,6 +39,8 @@ struct Step {
     text_final: bool,
     calls: Vec<ActionCall>,
     results: HashMap<CallId, (String, bool)>,
+    /// A user message said inside the turn after the steps before it.
+    feedback: Option<String>,
 }
 
 #[derive(Debug)]
@@ -56,9 +58,16 @@ pub(crate) struct Conversation {
     turns: HashMap<TurnId, usize>,
     /// The index of the next event to fold.
     next_index: u64,
+    /// `(experiment, arm)` of each `ab.assigned`.
+    assigned: Vec<(String, String)>,
 }
 
 impl Conversation {
+    /// The A/B arms the session was enrolled in.
+    pub fn assigned(&self) -> &[(String, String)] {
+        &self.assigned
+    }
+
     /// The index to read the log from to catch up.
     pub fn next_index(&self) -> u64 {
         self.next_index
@@ -80,7 +89,19 @@ impl Conversation {
         if crate::status::is_direct(event) {
             return;
         }
+        if let EventData::AbAssigned(assigned) = &event.data {
+            self.assigned.push((assigned.experiment.clone(), assigned.arm.clone()));
+            return;
+        }
         if let EventData::MessageReceived(received) = &event.data {
+            // A message recorded inside a running turn (the result gate's rejection) belongs
+            // where it was said: after that turn's steps so far.
+            if let Some(at) = event.turn_id.as_ref().and_then(|turn| self.turns.get(turn))
+                && let Some(Block::Turn(steps)) = self.blocks.get_mut(*at)
+            {
+                steps.push(Step { feedback: Some(received.text.clone()), ..Step::default() });
+                return;
+            }
             self.blocks.push(Block::User(received.text.clone()));
             return;
         }
@@ -149,6 +170,10 @@ fn current(steps: &mut Vec<Step>) -> &mut Step {
 }
 
 fn push_step(messages: &mut Vec<Message>, step: &Step) {
+    if let Some(feedback) = &step.feedback {
+        messages.push(Message::user(feedback.clone()));
+        return;
+    }
     let answered: Vec<&ActionCall> = step.calls.iter().filter(|c| step.results.contains_key(&c.call_id)).collect();
     if step.text.is_empty() && answered.is_empty() {
         return;

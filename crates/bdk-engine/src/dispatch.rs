@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
-use crate::skills;
 use crate::subagents::{self, Parent, Spent};
+use crate::{artifacts, skills};
 
 /// Most tool calls one model step runs unless configured otherwise
 /// (`EngineOptions::max_tool_calls_per_step`).
@@ -109,6 +109,8 @@ enum Landed {
     Decided { index: usize, resolution: Option<Resolution> },
     /// A `task` call's child finished.
     Delegated { index: usize, outcome: ToolOutcome, duration_ms: u64, spent: Spent },
+    /// A `tag_artifact` call finished; `tagged` is its `artifact.tagged` event.
+    Tagged { index: usize, outcome: ToolOutcome, duration_ms: u64, tagged: Option<EventData> },
 }
 
 /// The error a call past the per-step cap gets.
@@ -144,6 +146,16 @@ pub(crate) async fn run_calls(
             Builtin::Answer(outcome) => {
                 emit.push(result_event(call, &outcome, 0));
                 results[index] = Some(outcome);
+                continue;
+            }
+            Builtin::Tag => {
+                set.spawn(tag_artifact(
+                    context.core.clone(),
+                    context.session.clone(),
+                    context.workspace.clone(),
+                    index,
+                    call.input.clone(),
+                ));
                 continue;
             }
             Builtin::Delegate(delegation) => {
@@ -222,6 +234,13 @@ pub(crate) async fn run_calls(
                     results[index] = Some(outcome);
                     spent[index] = Some(used);
                 }
+                Some(Ok(Landed::Tagged { index, outcome, duration_ms, tagged })) => {
+                    if let Some(tagged) = tagged {
+                        emit.push(tagged);
+                    }
+                    emit.send(result_event(&calls[index], &outcome, duration_ms)).await?;
+                    results[index] = Some(outcome);
+                }
                 Some(Ok(Landed::Decided { index, resolution: None })) => {
                     let outcome = ToolOutcome::error("the approval request was withdrawn; the call was not run");
                     emit.send(result_event(&calls[index], &outcome, 0)).await?;
@@ -270,7 +289,9 @@ pub(crate) async fn run_calls(
 /// `task`) rather than a registry tool.
 fn is_builtin(context: &DispatchContext<'_>, name: &str) -> bool {
     let caps = &context.core.capabilities;
-    (name == skills::TOOL && !caps.skills.is_empty()) || (name == subagents::TOOL && !caps.subagents.is_empty())
+    (name == skills::TOOL && !caps.skills.is_empty())
+        || (name == subagents::TOOL && !caps.subagents.is_empty())
+        || (name == artifacts::TOOL && caps.artifacts.agent_tool)
 }
 
 /// What an engine built-in makes of a call.
@@ -281,6 +302,8 @@ enum Builtin {
     Answer(ToolOutcome),
     /// An admitted `task` call, to open and run.
     Delegate(subagents::Delegation),
+    /// A `tag_artifact` call, to run as a task.
+    Tag,
 }
 
 fn builtin(context: &DispatchContext<'_>, call: &PreparedCall) -> Builtin {
@@ -290,6 +313,16 @@ fn builtin(context: &DispatchContext<'_>, call: &PreparedCall) -> Builtin {
     let caps = &context.core.capabilities;
     if call.name == skills::TOOL {
         return Builtin::Answer(skills::call(&caps.skills, &call.input));
+    }
+    if call.name == artifacts::TOOL {
+        // Tagging writes durable state: a dry-run session gets the stub.
+        if context.settings.dry_run {
+            return Builtin::Answer(ToolOutcome::stub(Value::String(format!(
+                "dry run: `{}` was not run (nothing was tagged)",
+                artifacts::TOOL
+            ))));
+        }
+        return Builtin::Tag;
     }
     match subagents::admit(&caps.subagents, context.nested, &call.call_id, &call.input) {
         Ok(delegation) => Builtin::Delegate(delegation),
@@ -332,6 +365,49 @@ fn start_call(set: &mut JoinSet<Landed>, context: &DispatchContext<'_>, index: u
         let outcome = future.await;
         Landed::Ran { index, outcome, duration_ms: started.elapsed().as_millis() as u64 }
     });
+}
+
+/// Runs one `tag_artifact` call: the artifact belongs to the session's owner.
+async fn tag_artifact(
+    core: Arc<crate::engine::Core>,
+    session: SessionId,
+    workspace: Option<PathBuf>,
+    index: usize,
+    input: Value,
+) -> Landed {
+    let started = Instant::now();
+    let landed = |outcome: ToolOutcome, tagged: Option<EventData>| Landed::Tagged {
+        index,
+        outcome,
+        duration_ms: started.elapsed().as_millis() as u64,
+        tagged,
+    };
+    let request: artifacts::TagRequest = match serde_json::from_value(input) {
+        Ok(request) => request,
+        Err(error) => return landed(ToolOutcome::error(format!("invalid `{}` input: {error}", artifacts::TOOL)), None),
+    };
+    let principal = match core.stores.sessions.get(&session).await {
+        Ok(Some(record)) => record.principal,
+        Ok(None) => return landed(ToolOutcome::error("the session no longer exists"), None),
+        Err(error) => {
+            tracing::error!(%error, "reading the session for tag_artifact");
+            return landed(ToolOutcome::error("storage failed; see the server log"), None);
+        }
+    };
+    let tagger = artifacts::Tagger {
+        store: core.artifact_store.as_ref(),
+        spec: &core.capabilities.artifacts,
+        principal,
+        session: Some(session),
+        workspace: workspace.as_deref(),
+        source: artifacts::SOURCE_TOOL,
+    };
+    match artifacts::tag(tagger, request).await {
+        Ok(tagged) => {
+            landed(ToolOutcome::ok(artifacts::tool_result(&tagged)), Some(artifacts::tagged_event(&tagged.record)))
+        }
+        Err(message) => landed(ToolOutcome::error(message), None),
+    }
 }
 
 async fn wait_for_decision(index: usize, decided: oneshot::Receiver<Resolution>) -> Landed {

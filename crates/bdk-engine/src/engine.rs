@@ -67,6 +67,8 @@ pub(crate) struct Core {
     /// Caps on one model step's output (bytes always, tokens when set).
     pub max_output_bytes: usize,
     pub max_output_tokens: Option<u64>,
+    /// Where artifacts are kept (`artifacts.rs`).
+    pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -107,6 +109,7 @@ impl Core {
             max_calls_per_step: options.max_tool_calls_per_step.unwrap_or(crate::dispatch::MAX_CALLS_PER_STEP).max(1),
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
+            artifact_store: options.artifacts,
             actors: Mutex::new(HashMap::new()),
         })
     }

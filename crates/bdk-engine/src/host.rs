@@ -305,6 +305,81 @@ impl HostServices for EngineHost {
     fn call_tool(&self, name: String, input: Value) -> BoxFuture<'_, HostResult<CallOutcome>> {
         Box::pin(self.call_tool_now(name, input))
     }
+
+    fn artifact_tag(&self, request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(self.artifact_tag_now(request))
+    }
+
+    fn artifact_list(&self, query: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(self.artifact_list_now(query))
+    }
+}
+
+/// `host.artifacts.list` filters.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ArtifactListQuery {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    session_id: Option<bdk_protocol::SessionId>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+impl EngineHost {
+    /// Tags as the calling session's owner; the session's stream records `artifact.tagged`.
+    async fn artifact_tag_now(&self, request: Value) -> HostResult<Value> {
+        let core = self.core()?;
+        let request: crate::artifacts::TagRequest = serde_json::from_value(request)
+            .map_err(|e| HostError::invalid("invalid_request", format!("invalid artifact tag: {e}")))?;
+        let principal = match self.principal(&core).await {
+            Ok(principal) => principal,
+            Err(_) if self.scope.session_id.is_none() => Principal::new(HOST_PRINCIPAL),
+            Err(error) => return Err(error),
+        };
+        let workspace = match &self.scope.session_id {
+            Some(id) => Some(core.stores.workspaces.session_workspace(id).await.map_err(store_error)?),
+            None => None,
+        };
+        let tagger = crate::artifacts::Tagger {
+            store: core.artifact_store.as_ref(),
+            spec: &core.capabilities.artifacts,
+            principal: principal.as_str().to_owned(),
+            session: self.scope.session_id.clone(),
+            workspace: workspace.as_deref(),
+            source: crate::artifacts::SOURCE_HOST,
+        };
+        let tagged = crate::artifacts::tag(tagger, request)
+            .await
+            .map_err(|message| HostError::invalid("invalid_artifact", message))?;
+        if let Some(session) = &self.scope.session_id {
+            let event = bdk_store::NewEvent::new(crate::artifacts::tagged_event(&tagged.record));
+            core.stores.events.append(session, vec![event]).await.map_err(store_error)?;
+        }
+        Ok(serde_json::json!({ "artifact": tagged.record, "created": tagged.created }))
+    }
+
+    async fn artifact_list_now(&self, query: Value) -> HostResult<Value> {
+        let core = self.core()?;
+        let query: ArtifactListQuery = serde_json::from_value(query)
+            .map_err(|e| HostError::invalid("invalid_request", format!("invalid artifact query: {e}")))?;
+        let principal = match self.principal(&core).await {
+            Ok(principal) => principal,
+            Err(_) if self.scope.session_id.is_none() => Principal::new(HOST_PRINCIPAL),
+            Err(error) => return Err(error),
+        };
+        let query = bdk_store::ArtifactQuery {
+            principal: None,
+            kind: query.kind,
+            session_id: query.session_id,
+            limit: query.limit,
+        };
+        let records = crate::artifacts::list(&core, &crate::types::ListScope::Owner(principal), query)
+            .await
+            .map_err(engine_error)?;
+        Ok(serde_json::json!({ "artifacts": records }))
+    }
 }
 
 /// A store failure as the caller sees it: bad keys and paths are the caller's, anything else is

@@ -9,11 +9,13 @@
 //! Cancellation is a tree of `CancellationToken`s: engine (drain) → session (actor) → turn
 //! (stop, preempt) → model call and each tool call.
 
+mod ab;
 mod access;
 mod actor;
 mod admission;
 mod api;
 mod approvals;
+pub mod artifacts;
 mod capabilities;
 mod channel_send;
 pub mod clock;
@@ -29,6 +31,7 @@ mod hooks;
 mod host;
 mod recovery;
 pub mod reminders;
+mod result_gate;
 pub mod schedules;
 mod setup;
 mod skills;
@@ -45,8 +48,10 @@ mod turn_log;
 mod types;
 mod workspace;
 
+pub use ab::{AbReport, ArmReport, Assignment, ExperimentReport};
 pub use api::*;
 pub use approvals::{DENIED, EXPIRED, PendingApproval};
+pub use capabilities::{AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, DEFAULT_ARTIFACTS_MAX, ResultGateSpec};
 pub use capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
 pub use channel_send::ChannelSend;
 pub use cost::cost_report;

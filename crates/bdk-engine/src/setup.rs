@@ -10,7 +10,10 @@ use bdk_model::{ModelInput, ModelLayer, Price, ProviderOptions};
 use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
-use crate::capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
+use crate::capabilities::{
+    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec,
+    SkillSpec, SubagentModel, SubagentSpec,
+};
 use crate::types::AgentConfig;
 
 /// How long an idle session's actor lives before it retires (its state is all on disk).
@@ -99,9 +102,90 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
                 },
             },
             cwd: h.cwd.clone(),
+            env: extension_env(project, &h.name, h.source),
         })
         .collect();
-    Capabilities { skills, subagents, hooks, state_root: Some(state_dir.to_path_buf()) }
+    Capabilities {
+        skills,
+        subagents,
+        hooks,
+        state_root: Some(state_dir.to_path_buf()),
+        artifacts: artifacts_spec(project),
+        result_gate: project.result.as_ref().map(|r| ResultGateSpec {
+            command: r.command.clone(),
+            timeout: r.timeout,
+            cwd: project.bot_dir.clone(),
+            max_revisions: r.max_revisions,
+        }),
+        abs: project
+            .abs
+            .iter()
+            .map(|ab| AbSpec {
+                id: ab.id.clone(),
+                description: ab.description.clone(),
+                enabled: ab.enabled,
+                arms: ab
+                    .arms
+                    .iter()
+                    .map(|arm| AbArmSpec {
+                        id: arm.id.clone(),
+                        weight: arm.weight,
+                        instructions: arm.instructions.clone(),
+                        model: arm.model.as_ref().map(|id| {
+                            let def = ModelDef {
+                                id: id.clone(),
+                                provider: None,
+                                base_url: None,
+                                api_key_env: None,
+                                params: Default::default(),
+                                pricing: None,
+                            };
+                            (id.clone(), subagent_model(project, &def))
+                        }),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// `artifacts.toml` (and extensions' kinds), or the defaults.
+fn artifacts_spec(project: &Project) -> ArtifactsSpec {
+    let kinds = project
+        .caps
+        .artifact_kinds
+        .iter()
+        .map(|k| ArtifactKindSpec {
+            name: k.name.clone(),
+            description: k.description.clone(),
+            schema: k.schema.clone(),
+        })
+        .collect();
+    match &project.artifacts {
+        Some(def) => ArtifactsSpec { agent_tool: def.agent_tool, max: def.max as usize, kinds },
+        None => ArtifactsSpec { kinds, ..ArtifactsSpec::default() },
+    }
+}
+
+/// `BDK_EXTENSION` and `BDK_EXTENSION_CONFIG` for a command an extension contributed as `name`
+/// (`<ns>__...`); empty for the root's own. `${NAME}` in config strings is read now.
+fn extension_env(project: &Project, name: &str, source: bdk_protocol::info::Source) -> Vec<(String, String)> {
+    if source != bdk_protocol::info::Source::Extension {
+        return Vec::new();
+    }
+    let separator = bdk_project::formats::NAMESPACE_SEPARATOR;
+    let Some(extension) = project.extensions.iter().find(|e| name.starts_with(&format!("{}{separator}", e.namespace)))
+    else {
+        return Vec::new();
+    };
+    let context = bdk_tools::command::ExtensionContext {
+        namespace: extension.namespace.clone(),
+        config: serde_json::Value::Object(extension.config.clone()),
+    };
+    vec![
+        (bdk_tools::command::env::EXTENSION.to_owned(), context.namespace.clone()),
+        (bdk_tools::command::env::EXTENSION_CONFIG.to_owned(), context.resolved_config().to_string()),
+    ]
 }
 
 fn subagent_model(project: &Project, model: &ModelDef) -> SubagentModel {

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
 use bdk_protocol::event::{
-    ActionsRequested, FailureCode, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus, TurnFailed, TurnQueued,
-    TurnStarted,
+    ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
+    TurnFailed, TurnQueued, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
@@ -26,10 +26,11 @@ use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_
 use crate::emit::Emitter;
 use crate::engine::Core;
 use crate::failure;
+use crate::result_gate::{self, Verdict};
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
-use crate::{skills, subagents};
+use crate::{ab, skills, subagents};
 
 /// The reason recorded when a turn is stopped or preempted.
 pub const INTERRUPTED: &str = "turn interrupted";
@@ -107,12 +108,14 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
     let mut usage = ModelUsage::default();
     let mut children = Spent::default();
-    let (model, price) = match &context.persona {
+    let mut priced = match &context.persona {
         Some(persona) => (persona.model.clone(), persona.price),
         None => (core.model.clone(), core.price),
     };
     let started = Instant::now();
-    let stop = match drive(&context, &mut conversation, &mut emit, &mut usage, &mut children).await {
+    let driven = drive(&context, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
+    let (model, price) = priced;
+    let stop = match driven {
         Ok(result) => {
             emit.push(EventData::TurnCompleted(TurnCompleted {
                 usage: with_children(&usage, &children),
@@ -166,6 +169,7 @@ async fn drive(
     emit: &mut Emitter,
     usage: &mut ModelUsage,
     children: &mut Spent,
+    priced: &mut (String, Option<Price>),
 ) -> Result<Option<String>, Stop> {
     let core = &context.core;
     let cancel = &context.cancel;
@@ -198,11 +202,21 @@ async fn drive(
     // Tools listed by others (advertised MCP tools) load before the model sees the list.
     core.tools.refresh().await;
     let tools: Vec<ToolSpec> = tool_specs(core, persona.is_some());
-    let (instructions, provider, model) = match persona {
-        Some(p) => (&p.instructions, &p.provider, &p.model),
-        None => (&core.config.instructions, &core.provider, &core.model),
+    let arms = match persona {
+        Some(_) => Vec::new(),
+        None => ab::arms(&core.capabilities.abs, conversation.assigned()),
     };
-    let system = skills::system_prompt(instructions, &core.capabilities.skills);
+    let arm_model = arms.iter().rev().find_map(|arm| arm.model.as_ref());
+    let (instructions, provider, model) = match (persona, arm_model) {
+        (Some(p), _) => (p.instructions.clone(), &p.provider, &p.model),
+        (None, Some((id, m))) => (ab::instructions(&core.config.instructions, &arms), &m.provider, id),
+        (None, None) => (ab::instructions(&core.config.instructions, &arms), &core.provider, &core.model),
+    };
+    if let (None, Some((id, m))) = (persona, arm_model) {
+        // An A/B arm's model: recorded and priced as that model.
+        *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
+    }
+    let system = skills::system_prompt(&instructions, &core.capabilities.skills);
     emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
 
     let mut workspace = match persona {
@@ -214,6 +228,8 @@ async fn drive(
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
     let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
+    // Answers the result gate rejected so far.
+    let mut revisions = 0u32;
     for step in 0..max_steps {
         // Staged, not awaited: it goes out with the model's first output, or after a short
         // wait if the model is slow (`stream::assemble`), so a fast answer is one commit.
@@ -242,7 +258,37 @@ async fn drive(
             usage: Some(cost::protocol_usage(&output.usage)),
         }));
         if output.tool_calls.is_empty() {
-            return Ok(Some(output.text).filter(|t| !t.is_empty()));
+            let text = Some(output.text).filter(|t| !t.is_empty());
+            let gate = core.capabilities.result_gate.as_ref().filter(|_| persona.is_none());
+            let Some(gate) = gate else { return Ok(text) };
+            // Step events go out before the gate runs (it may take a while).
+            emit.flush().await?;
+            match result_gate::judge(core, gate, &context.session, &context.turn, text.as_deref(), cancel).await {
+                _ if cancel.is_cancelled() => return Err(Stop::Cancelled),
+                Verdict::Accept => return Ok(text),
+                Verdict::Fail(reason) => return Err(Stop::Failed(FailureCode::Internal, reason)),
+                Verdict::Reject(message) if revisions >= gate.max_revisions => {
+                    return Err(Stop::Failed(
+                        FailureCode::Internal,
+                        format!("the result gate rejected the answer after {revisions} revision(s): {message}"),
+                    ));
+                }
+                Verdict::Reject(message) => {
+                    revisions += 1;
+                    let feedback = result_gate::feedback(&message);
+                    emit.push(EventData::MessageReceived(MessageReceived {
+                        text: feedback.clone(),
+                        principal: Some(result_gate::PRINCIPAL.into()),
+                    }));
+                    messages.push(Message::Assistant {
+                        content: text.unwrap_or_default(),
+                        reasoning: output.reasoning,
+                        tool_calls: Vec::new(),
+                    });
+                    messages.push(Message::user(feedback));
+                    continue;
+                }
+            }
         }
 
         let calls: Vec<PreparedCall> = output.tool_calls.iter().map(PreparedCall::new).collect();
@@ -313,6 +359,9 @@ fn tool_specs(core: &Core, nested: bool) -> Vec<ToolSpec> {
     }
     if !core.capabilities.subagents.is_empty() && !nested {
         specs.push(subagents::spec(&core.capabilities.subagents));
+    }
+    if core.capabilities.artifacts.agent_tool {
+        specs.push(crate::artifacts::spec(&core.capabilities.artifacts));
     }
     specs
         .into_iter()

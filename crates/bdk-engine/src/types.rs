@@ -175,6 +175,9 @@ pub struct EngineOptions {
     /// Most output tokens one model step may use, as the provider reports them (`None`: no cap);
     /// past it the turn fails with `output_too_large`.
     pub max_output_tokens: Option<u64>,
+    /// Where artifacts are kept (`tag_artifact`, host code, `/v1/artifacts`). `None`: tagging
+    /// fails with a clear error and listings are empty.
+    pub artifacts: Option<Arc<dyn bdk_store::ArtifactStore>>,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

@@ -65,6 +65,7 @@ impl EvalSetup {
         let options = EngineOptions {
             price: self.price,
             capabilities: bdk_engine::capabilities(&self.project, &state),
+            artifacts: Some(std::sync::Arc::new(store.clone())),
             ..EngineOptions::default()
         };
         Ok(Engine::with_options(config, store.stores(), self.provider.clone(), tools, options))

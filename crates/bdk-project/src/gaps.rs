@@ -9,18 +9,6 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     let mut warn = |file: &str, what: &str| {
         diags.report(Code::NotRunYet, Some(file), None, format!("{file}: {what} does not run yet in this build"));
     };
-    if let Some(artifacts) = &project.artifacts {
-        warn(&artifacts.file, "artifacts (`tag_artifact`, /v1/artifacts)");
-    }
-    if let Some(result) = &project.result {
-        warn(&result.file, "the result gate");
-    }
-    for ab in &project.abs {
-        warn(&ab.file, &format!("A/B experiment `{}`", ab.id));
-    }
-    for extension in project.extensions.iter().filter(|e| !e.config.is_empty()) {
-        warn(&extension.file, &format!("passing extension `{}`'s `config` to its commands", extension.namespace));
-    }
     if project.harness.cwd.is_some() {
         let file = project.bot_dir.join("agent.toml");
         let shown = file.strip_prefix(&project.dir).unwrap_or(&file).display().to_string();

@@ -437,6 +437,8 @@ pub struct ResultDef {
     pub file: String,
     pub command: Vec<String>,
     pub timeout: Duration,
+    /// Rejections the model may revise after before the turn fails.
+    pub max_revisions: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

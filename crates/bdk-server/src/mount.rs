@@ -46,15 +46,29 @@ pub fn tools(project: &Project, state_dir: &Path) -> Result<Arc<dyn ToolRegistry
     tools_with(project, state_dir, &|builder| builder)
 }
 
-/// [`tools`] plus what `extend` registers (native tools).
+/// [`tools`] plus what `extend` registers (native tools). Its `reminders_*` tools (with
+/// `builtin_tools.reminders`) reach no reminders: to serve them, build the registry with
+/// [`tools_with_reminders`] and mount with [`mount_with`] on the same slot.
 pub fn tools_with(
     project: &Project,
     state_dir: &Path,
     extend: &ExtendTools,
 ) -> Result<Arc<dyn ToolRegistry>, MountError> {
+    tools_with_reminders(project, state_dir, extend, &ReminderSlot::default())
+}
+
+/// [`tools_with`] whose `reminders_*` tools reach the [`Reminders`] that [`mount_with`] puts
+/// in `slot`. The registry is built before the engine (the engine holds it), so the two meet
+/// through a slot the caller creates for each agent and passes to both.
+pub fn tools_with_reminders(
+    project: &Project,
+    state_dir: &Path,
+    extend: &ExtendTools,
+    slot: &ReminderSlot,
+) -> Result<Arc<dyn ToolRegistry>, MountError> {
     let mut builder = extend(ProjectTools::builder(project).state_root(state_dir));
     if project.harness.builtin_reminders {
-        builder = bdk_engine::reminders::tools::register(builder, &reminder_slot(state_dir));
+        builder = bdk_engine::reminders::tools::register(builder, slot);
     }
     let registry = builder.build().map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
     Ok(with_connections(project, Arc::new(registry)))
@@ -77,16 +91,6 @@ pub fn peer_slot(bot_dir: &Path) -> bdk_mcp::PeerSlot {
     let slots = SLOTS.get_or_init(Default::default);
     let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
     slots.entry(bot_dir.to_path_buf()).or_default().clone()
-}
-
-/// The slot through which an agent's `reminders_*` tools reach its [`Reminders`]: the registry
-/// is built before the engine, so [`mount`] fills the slot the tools were built with, found by
-/// the agent's state directory (one agent per state directory).
-fn reminder_slot(state_dir: &Path) -> ReminderSlot {
-    static SLOTS: OnceLock<Mutex<HashMap<PathBuf, ReminderSlot>>> = OnceLock::new();
-    let slots = SLOTS.get_or_init(Default::default);
-    let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
-    slots.entry(state_dir.to_path_buf()).or_default().clone()
 }
 
 /// Adds the native tools `extend` registers to `project`'s model, so its manifest (`bdk info`,
@@ -123,7 +127,8 @@ pub enum MountError {
 }
 
 /// Opens the agent's store in `state_dir`, builds its engine and closes turns a previous
-/// process left open. Returns the agent and how many turns were closed.
+/// process left open. Returns the agent and how many turns were closed. The `reminders_*`
+/// tools of `tools` reach no reminders; see [`mount_with`].
 pub async fn mount(
     project: Project,
     state_dir: &Path,
@@ -131,12 +136,27 @@ pub async fn mount(
     tools: Arc<dyn ToolRegistry>,
     options: EngineOptions,
 ) -> Result<(Agent, usize), MountError> {
+    mount_with(project, state_dir, provider, tools, options, &ReminderSlot::default()).await
+}
+
+/// [`mount`], filling `slot` (the one `tools` was built with by [`tools_with_reminders`]) with
+/// the agent's reminders.
+pub async fn mount_with(
+    project: Project,
+    state_dir: &Path,
+    provider: Arc<dyn ModelProvider>,
+    tools: Arc<dyn ToolRegistry>,
+    options: EngineOptions,
+    slot: &ReminderSlot,
+) -> Result<(Agent, usize), MountError> {
     let store = FsStore::open(state_dir).map_err(|source| MountError::Store {
         slug: project.slug.clone(),
         dir: state_dir.to_path_buf(),
         source,
     })?;
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
+    let options =
+        EngineOptions { artifacts: options.artifacts.clone().or_else(|| Some(Arc::new(store.clone()))), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {
@@ -154,7 +174,9 @@ pub async fn mount(
     );
     let reminders =
         Reminders::new(engine.clone(), Arc::new(store.clone()), Arc::new(SystemClock), &project.caps.reminders);
-    // The tools built for this state directory now reach these reminders.
-    let _ = reminder_slot(state_dir).set(reminders.clone());
+    // The tools built with this slot now reach these reminders.
+    if slot.set(reminders.clone()).is_err() {
+        tracing::warn!(agent = %project.slug, "a reminder slot was mounted twice; its tools keep the first agent's reminders");
+    }
     Ok((Agent::new(project, engine).with_schedules(schedules).with_reminders(reminders), recovered))
 }

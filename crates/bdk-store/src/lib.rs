@@ -3,6 +3,7 @@
 //! traits. No HTTP, no engine logic: this crate stores and replays, it does not decide.
 
 pub mod api;
+pub mod artifacts;
 pub mod error;
 pub mod fs;
 pub mod record;
@@ -12,6 +13,7 @@ pub use api::{
     BoxFuture, DataScope, EventFollower, EventLog, EventStream, FileEntry, HostDataStore, KvStore, NewEvent,
     SessionStore, SharedEvent, Stores, WorkspaceStore,
 };
+pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use record::{SessionRecord, SessionStatus};

@@ -31,6 +31,10 @@ pub mod env {
     pub const WORKSPACE_DIR: &str = "BDK_WORKSPACE_DIR";
     pub const STATE_ROOT: &str = "BDK_STATE_ROOT";
     pub const TOOL_CALL_ID: &str = "BDK_TOOL_CALL_ID";
+    /// The namespace of the extension whose command this is.
+    pub const EXTENSION: &str = "BDK_EXTENSION";
+    /// That extension's `config` table, as JSON.
+    pub const EXTENSION_CONFIG: &str = "BDK_EXTENSION_CONFIG";
 }
 
 /// Stdout beyond this fails the call (the process is killed).
@@ -67,6 +71,39 @@ pub struct CallContext {
     pub identity: Option<CallIdentity>,
     /// The session's `purpose` (`"eval"` for eval sessions).
     pub purpose: Option<String>,
+    /// Set when the command is an extension's: its namespace and `config`.
+    pub extension: Option<ExtensionContext>,
+}
+
+/// The extension a command belongs to (`extensions/<ns>.toml`): what its `config` says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionContext {
+    pub namespace: String,
+    /// The mount's `config` table, with `${NAME}` placeholders in strings read from the
+    /// environment when the command starts (so secrets are read at call time).
+    pub config: Value,
+}
+
+impl ExtensionContext {
+    /// The config with `${NAME}` placeholders resolved now.
+    pub fn resolved_config(&self) -> Value {
+        resolve_placeholders(&self.config)
+    }
+}
+
+fn resolve_placeholders(value: &Value) -> Value {
+    match value {
+        Value::String(text) => {
+            let mut out = text.clone();
+            for name in bdk_project::parse::placeholders(text) {
+                out = out.replace(&format!("${{{name}}}"), &std::env::var(&name).unwrap_or_default());
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(resolve_placeholders).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), resolve_placeholders(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 impl CallContext {
@@ -82,6 +119,7 @@ impl CallContext {
             host: invocation.host.clone(),
             identity: invocation.identity.clone(),
             purpose: invocation.purpose.clone(),
+            extension: None,
         }
     }
 
@@ -100,6 +138,12 @@ impl CallContext {
             "asOf": self.as_of.map(|t| t.to_rfc3339_opts(SecondsFormat::AutoSi, true)),
             "purpose": self.purpose,
         });
+        if let (Some(extension), Some(object)) = (&self.extension, context.as_object_mut()) {
+            object.insert(
+                "extension".into(),
+                json!({ "namespace": extension.namespace, "config": extension.resolved_config() }),
+            );
+        }
         if let (Some(identity), Some(object)) = (&self.identity, context.as_object_mut()) {
             object.insert("channel".into(), Value::String(identity.channel.clone()));
             object.insert("continuationKey".into(), Value::String(identity.key.clone()));
@@ -124,6 +168,10 @@ impl CallContext {
         set_or_remove(command, env::STATE_ROOT, state_root.as_deref());
         set_or_remove(command, env::HOST_URL, self.host.as_ref().map(|h| h.url.as_str()));
         set_or_remove(command, env::HOST_TOKEN, self.host.as_ref().map(|h| h.token.as_str()));
+        let extension = self.extension.as_ref();
+        set_or_remove(command, env::EXTENSION, extension.map(|e| e.namespace.as_str()));
+        let config = extension.map(|e| e.resolved_config().to_string());
+        set_or_remove(command, env::EXTENSION_CONFIG, config.as_deref());
     }
 }
 

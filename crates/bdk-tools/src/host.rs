@@ -183,6 +183,18 @@ pub trait HostServices: Send + Sync + fmt::Debug {
     /// Calls a server tool directly, bound to the calling session.
     fn call_tool(&self, name: String, input: Value) -> BoxFuture<'_, HostResult<CallOutcome>>;
 
+    /// Tags (creates or updates by kind and key) an artifact owned by the calling session's
+    /// principal: `{kind?, key, title?, data?, path? | content?, contentType?}`, `path` being a
+    /// file of the session workspace. Answers the stored record. Hosts without artifacts answer
+    /// `artifacts_unavailable`.
+    fn artifact_tag(&self, _request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Err(HostError::invalid("artifacts_unavailable", "this host keeps no artifacts")) })
+    }
+
+    /// The caller's artifacts, newest first: `{kind?, sessionId?, limit?}`.
+    fn artifact_list(&self, _query: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Err(HostError::invalid("artifacts_unavailable", "this host keeps no artifacts")) })
+    }
     /// The agent's MCP connections (`host.mcp`), when it has any.
     fn mcp(&self) -> Option<std::sync::Arc<dyn McpAccess>> {
         None

@@ -125,6 +125,8 @@ struct Entry {
     def: ToolDef,
     compiled: CompiledTool,
     body: Body,
+    /// Set for an extension's tool: what its commands are told about the mount.
+    extension: Option<crate::command::ExtensionContext>,
 }
 
 struct Inner {
@@ -166,6 +168,8 @@ impl fmt::Debug for ProjectTools {
 
 /// Collects definitions, native tools and options, then compiles them into [`ProjectTools`].
 pub struct ProjectToolsBuilder {
+    /// Each extension mount's namespace and `config`.
+    extensions: Vec<crate::command::ExtensionContext>,
     bot_dir: PathBuf,
     defs: Vec<ToolDef>,
     natives: Vec<Arc<dyn ErasedNative>>,
@@ -189,6 +193,14 @@ impl ProjectTools {
     /// registered with [`ProjectToolsBuilder::native`].
     pub fn builder(project: &Project) -> ProjectToolsBuilder {
         ProjectToolsBuilder {
+            extensions: project
+                .extensions
+                .iter()
+                .map(|e| crate::command::ExtensionContext {
+                    namespace: e.namespace.clone(),
+                    config: Value::Object(e.config.clone()),
+                })
+                .collect(),
             bot_dir: project.bot_dir.clone(),
             defs: project.caps.tools.iter().filter(|t| t.source != Source::Native).cloned().collect(),
             natives: Vec::new(),
@@ -202,6 +214,7 @@ impl ProjectTools {
     /// A builder with no project: only what is added to it (and the built-ins).
     pub fn empty(bot_dir: impl Into<PathBuf>) -> ProjectToolsBuilder {
         ProjectToolsBuilder {
+            extensions: Vec::new(),
             bot_dir: bot_dir.into(),
             defs: Vec::new(),
             natives: Vec::new(),
@@ -365,7 +378,15 @@ impl ProjectToolsBuilder {
                 }
                 other => other,
             };
-            entries.push(Entry { def, compiled, body });
+            let extension = (def.source == Source::Extension)
+                .then(|| {
+                    self.extensions.iter().find(|e| {
+                        def.name.starts_with(&format!("{}{}", e.namespace, bdk_project::formats::NAMESPACE_SEPARATOR))
+                    })
+                })
+                .flatten()
+                .cloned();
+            entries.push(Entry { def, compiled, body, extension });
         }
         Ok(ProjectTools {
             inner: Arc::new(Inner { entries, index, options: self.options, plan: self.plan, _scripts: scripts }),
@@ -491,11 +512,13 @@ async fn run_call(inner: &Inner, invocation: ToolInvocation, cancel: Cancellatio
                 stdin: StdinShape::Envelope,
                 sandbox: None,
             };
-            let context = CallContext::from_invocation(&invocation, state_root);
+            let mut context = CallContext::from_invocation(&invocation, state_root);
+            context.extension = entry.extension.clone();
             command::run(&spec, &context, input, cancel).await
         }
         Body::Persistent(tool) => {
-            let context = CallContext::from_invocation(&invocation, state_root);
+            let mut context = CallContext::from_invocation(&invocation, state_root);
+            context.extension = entry.extension.clone();
             tool.call(&context, input, def.timeout, cancel).await
         }
         Body::Agent(script) => {

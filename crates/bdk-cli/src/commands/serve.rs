@@ -122,9 +122,11 @@ async fn serve(
             max_output_tokens: args.max_output_tokens,
             ..EngineOptions::default()
         };
-        let tools = embed.registry(&project, &dir)?;
+        // One slot per agent: its `reminders_*` tools reach the reminders mounted below.
+        let reminder_slot = bdk_engine::reminders::tools::ReminderSlot::default();
+        let tools = embed.registry_with_reminders(&project, &dir, &reminder_slot)?;
         evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
-        let (agent, recovered) = mount::mount(project, &dir, provider, tools, options).await?;
+        let (agent, recovered) = mount::mount_with(project, &dir, provider, tools, options, &reminder_slot).await?;
         tracing::info!(
             agent = %slug,
             provider = %info.provider,

@@ -46,6 +46,7 @@ impl Local {
         let options = EngineOptions {
             price: resolved.price,
             capabilities: bdk_engine::capabilities(project, &dir),
+            artifacts: Some(std::sync::Arc::new(store.clone())),
             ..EngineOptions::default()
         };
         let config = AgentConfig::from_project(project);

@@ -82,10 +82,15 @@ pub(crate) struct HookHub {
 
 impl HookHub {
     pub fn new(specs: Vec<HookSpec>, shared: Shared) -> Arc<Self> {
+        Self::with_queue(specs, shared, QUEUE)
+    }
+
+    /// [`HookHub::new`] with queues of `queue` events.
+    pub fn with_queue(specs: Vec<HookSpec>, shared: Shared, queue: usize) -> Arc<Self> {
         let hooks = specs
             .into_iter()
             .map(|spec| {
-                let (tx, rx) = mpsc::channel(QUEUE);
+                let (tx, rx) = mpsc::channel(queue.max(1));
                 Hook { spec, tx, rx: Mutex::new(Some(rx)), counters: Arc::default() }
             })
             .collect();
@@ -110,10 +115,17 @@ impl HookHub {
         let ready = {
             let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
             let entry = order.entry(session.clone()).or_default();
-            for event in events {
-                entry.pending.insert(event.index, event.clone());
-            }
             let mut ready = Vec::new();
+            for event in events {
+                match entry.next {
+                    // Late after the session's entry was forgotten (see `forget`) and a newer
+                    // append came first: delivered now rather than held forever.
+                    Some(next) if event.index < next => ready.push(event.clone()),
+                    _ => {
+                        entry.pending.insert(event.index, event.clone());
+                    }
+                }
+            }
             let mut next = entry.next.unwrap_or_else(|| entry.pending.keys().next().copied().unwrap_or(0));
             if entry.pending.len() > MAX_PENDING {
                 // An acknowledgement that never came (its append was dropped): move on.
@@ -131,6 +143,22 @@ impl HookHub {
         for event in ready {
             self.offer(&event);
         }
+    }
+
+    /// Drops the session's order entry once nothing of it is held back: called when the
+    /// session's log is released (its actor went idle), so the map holds only sessions in use.
+    /// An entry with events still waiting for a gap stays.
+    fn forget(&self, session: &SessionId) {
+        let mut order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        if order.get(session).is_some_and(|entry| entry.pending.is_empty()) {
+            order.remove(session);
+        }
+    }
+
+    /// How many sessions the order map tracks.
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.order.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     fn offer(&self, event: &SharedEvent) {
@@ -211,6 +239,112 @@ impl EventLog for TappedLog {
     }
 
     fn release(&self, session: &SessionId) {
+        self.hub.forget(session);
         self.inner.release(session);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bdk_protocol::EventData;
+    use bdk_protocol::event::SessionWaiting;
+
+    use super::*;
+    use crate::capabilities::HookSinkSpec;
+
+    fn event(session: &SessionId, index: u64) -> SharedEvent {
+        Arc::new(Event {
+            index,
+            session_id: session.clone(),
+            turn_id: None,
+            at: bdk_protocol::event::timestamp_now(),
+            data: EventData::SessionWaiting(SessionWaiting {}),
+        })
+    }
+
+    fn command_hook(name: &str, script: &str, dir: &std::path::Path) -> HookSpec {
+        HookSpec {
+            name: name.into(),
+            events: vec!["*".into()],
+            sink: HookSinkSpec::Command(vec!["python3".into(), "-c".into(), script.into()]),
+            cwd: dir.to_path_buf(),
+            env: Vec::new(),
+        }
+    }
+
+    /// A hook that floods stdout still takes every event; one that never reads fills its queue,
+    /// and the excess is dropped and counted while `notify` (the turn's path) never waits.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flooding_hook_is_drained_and_a_stuck_one_drops_and_counts() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = bdk_store::FsStore::open(temp.path()).unwrap();
+        let flood = "import sys\nfor line in sys.stdin:\n    sys.stdout.write('x' * 20000)\n    sys.stdout.flush()\n";
+        let stuck = "import time\ntime.sleep(60)\n";
+        let specs = vec![command_hook("flood", flood, temp.path()), command_hook("stuck", stuck, temp.path())];
+        let shared = Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store) };
+        let hub = HookHub::with_queue(specs, shared, 8);
+        let session = SessionId::generate();
+        const EVENTS: u64 = 2000;
+        let started = std::time::Instant::now();
+        for index in 0..EVENTS {
+            hub.notify(&session, &[event(&session, index)]);
+            if index % 8 == 7 {
+                // Lets the flooding hook's worker keep up (its queue is small too).
+                tokio::task::yield_now().await;
+                while hub.hooks[0].tx.capacity() < 8 && started.elapsed() < std::time::Duration::from_secs(30) {
+                    tokio::task::yield_now().await;
+                }
+            }
+        }
+        let counters = |i: usize| {
+            let c = &hub.hooks[i].counters;
+            (c.delivered.load(Ordering::Relaxed), c.dropped.load(Ordering::Relaxed), c.restarts.load(Ordering::Relaxed))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while counters(0).0 < EVENTS && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let (delivered, dropped, restarts) = counters(0);
+        assert_eq!((delivered, dropped, restarts), (EVENTS, 0, 0), "the flooding hook");
+        let (delivered, dropped, _) = counters(1);
+        assert!(dropped > 0, "the stuck hook dropped nothing ({delivered} delivered)");
+        assert!(delivered + dropped <= EVENTS);
+        let status = hub.status();
+        assert_eq!(status[1].name, "stuck");
+        assert_eq!(status[1].dropped, dropped);
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_leaves_no_order_entry_and_late_events_are_not_lost() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = bdk_store::FsStore::open(temp.path()).unwrap();
+        let spec = HookSpec {
+            name: "audit".into(),
+            events: vec!["*".into()],
+            sink: HookSinkSpec::File(temp.path().join("audit.ndjson")),
+            cwd: temp.path().to_path_buf(),
+            env: Vec::new(),
+        };
+        let shared = Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store) };
+        let hub = HookHub::new(vec![spec], shared);
+        let (a, b) = (SessionId::generate(), SessionId::generate());
+        hub.notify(&a, &[event(&a, 0), event(&a, 1)]);
+        // `b` waits for index 0, which has not come.
+        hub.notify(&b, &[event(&b, 0)]);
+        hub.notify(&b, &[event(&b, 2)]);
+        assert_eq!(hub.tracked(), 2);
+        hub.forget(&a);
+        hub.forget(&b);
+        assert_eq!(hub.tracked(), 1, "an entry holding events back stays");
+        // After a reset, a late event older than what was released is still delivered.
+        hub.notify(&a, &[event(&a, 3)]);
+        hub.notify(&a, &[event(&a, 2)]);
+        let delivered = || hub.hooks[0].counters.delivered.load(Ordering::Relaxed);
+        let dropped = hub.hooks[0].counters.dropped.load(Ordering::Relaxed);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while delivered() < 5 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!((delivered(), dropped), (5, 0));
     }
 }

@@ -111,6 +111,7 @@ impl Sink {
                 state_root: state_root.clone(),
                 argv: argv.clone(),
                 cwd: spec.cwd.clone(),
+                env: spec.env.clone(),
                 running: None,
                 backoff: FIRST_BACKOFF,
                 counters,
@@ -185,6 +186,7 @@ struct CommandSink {
     state_root: Option<std::path::PathBuf>,
     argv: Vec<String>,
     cwd: std::path::PathBuf,
+    env: Vec<(String, String)>,
     running: Option<(Child, ChildStdin)>,
     backoff: Duration,
     counters: Arc<Counters>,
@@ -239,6 +241,7 @@ impl CommandSink {
         if let Some(root) = &self.state_root {
             command.env("BDK_STATE_ROOT", root);
         }
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
         let mut child = command
             .args(args)
             .current_dir(&self.cwd)

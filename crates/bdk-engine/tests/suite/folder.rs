@@ -48,11 +48,24 @@ impl Folder {
         for (rel, text) in files {
             write(&root.join("bot").join(rel), text);
         }
-        let project = bdk_project::load_project(&root, false);
+        let state = dir.path().join("state");
+        let (fs, engine) = open_engine(&root, &state);
+        Folder { _dir: dir, state, fs, engine, model }
+    }
+
+    /// A second engine on the same project and state, as after a restart.
+    pub fn reopen(&self) -> Engine {
+        open_engine(&self._dir.path().join("proj"), &self.state).1
+    }
+}
+
+fn open_engine(root: &Path, state: &Path) -> (FsStore, Engine) {
+    {
+        let project = bdk_project::load_project(root, false);
         let errors: Vec<_> =
             project.diagnostics.iter().filter(|d| d.severity == bdk_protocol::Severity::Error).collect();
         assert!(errors.is_empty(), "the test project has errors: {errors:?}");
-        let state = dir.path().join("state");
+        let state = state.to_path_buf();
         let tools = Arc::new(ProjectTools::builder(&project).state_root(&state).build().unwrap());
         let resolved = bdk_model::resolve(&bdk_engine::model_input(&project), &|_| None);
         let provider = bdk_model::build(&resolved, &ProviderOptions::default());
@@ -63,9 +76,11 @@ impl Folder {
             ..EngineOptions::default()
         };
         let engine = Engine::with_options(config_of(&project), fs.stores(), provider, tools, options);
-        Folder { _dir: dir, state, fs, engine, model }
+        (fs, engine)
     }
+}
 
+impl Folder {
     pub async fn start(&self, message: &str) -> SessionStarted {
         within(self.engine.start_session(start(message, SessionMode::Chat))).await.unwrap()
     }

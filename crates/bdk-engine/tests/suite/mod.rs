@@ -1,9 +1,11 @@
 //! Behaviour tests of the session engine through its public API.
 
+mod ab;
 mod admission;
 mod approvals;
 mod direct;
 mod dry_run;
+mod extensions;
 mod failure_codes;
 mod folder;
 mod hooks;
@@ -15,6 +17,7 @@ mod listing;
 mod recovery;
 mod recursion;
 mod reminders;
+mod result_gate;
 mod schedules;
 mod skills;
 mod subagents;

@@ -1,6 +1,6 @@
-//! Parts that validate but do not run yet say so: `artifacts.toml`, `result.toml`, each A/B
-//! experiment and `local.cwd` get one `not_run_yet` warning on their file; skills, subagents,
-//! hooks, channels and MCP connections (which run) get none.
+//! Parts that validate but do not run yet say so: `local.cwd` gets one `not_run_yet` warning on
+//! `agent.toml`; skills, subagents, hooks, channels, MCP connections, artifacts, the result gate,
+//! A/B experiments and extension config (which run) get none.
 
 use super::fixture::Fixture;
 
@@ -29,7 +29,7 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .collect();
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(files, ["bot/agent.toml", "bot/artifacts.toml", "bot/result.toml"], "{found:#?}");
+    assert_eq!(files, ["bot/agent.toml"], "{found:#?}");
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",

@@ -3,6 +3,7 @@
 //! that serve a token's kv, files, send and callTool. The services themselves are the engine's
 //! (`Engine::host_services`); this module is transport and admission only.
 
+pub(crate) mod artifacts;
 mod base64;
 pub(crate) mod mcp;
 pub(crate) mod reminders;

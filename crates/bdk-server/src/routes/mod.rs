@@ -17,7 +17,9 @@ use crate::error::ApiError;
 use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
+mod abs;
 mod approvals;
+mod artifacts;
 mod evals;
 mod health;
 mod host;
@@ -88,6 +90,8 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
         .merge(sessions::routes())
         .merge(tools::routes())
         .merge(evals::routes())
+        .merge(artifacts::routes())
+        .merge(abs::routes())
         .route("/v1/info", get(info::get_info))
         .route("/v1/logs", get(logs::get_logs))
         .merge(crate::mcp::routes(&state.agent, &app.streams_end))
@@ -97,7 +101,8 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     // Host services admit by their own per-call token, never by the auth chain.
     let host = crate::host_services::routes::routes()
         .merge(crate::host_services::reminders::routes())
-        .merge(crate::host_services::mcp::routes());
+        .merge(crate::host_services::mcp::routes())
+        .merge(crate::host_services::artifacts::routes());
     let channels = crate::channels::routes(app, &state.agent.project);
     authed.merge(open).merge(host).merge(channels).with_state(state)
 }

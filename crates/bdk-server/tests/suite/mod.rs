@@ -1,4 +1,5 @@
 mod approvals;
+mod artifacts;
 mod auth;
 mod channels;
 mod channels_github;

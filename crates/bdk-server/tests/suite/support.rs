@@ -127,6 +127,7 @@ impl Builder {
             let options = EngineOptions {
                 host: Some(host_tokens.authority(&project.slug)),
                 capabilities: bdk_engine::capabilities(&project, &state_dir),
+                artifacts: Some(Arc::new(store.clone())),
                 ..EngineOptions::default()
             };
             let engine = Engine::with_options(

@@ -1,6 +1,7 @@
 //! The filesystem backend: one agent's state directory (see [`Layout`]), with a registry of open
 //! event logs (one writer task each). Implements every trait in `api.rs`; each concern has a file.
 
+mod artifacts;
 mod atomic;
 mod follow;
 mod host_data;
