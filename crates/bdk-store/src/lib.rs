@@ -6,6 +6,9 @@ pub mod api;
 pub mod error;
 pub mod fs;
 pub mod record;
+pub mod rules;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod timed;
 
 pub use api::{

@@ -24,6 +24,7 @@ use tokio::sync::OnceCell;
 pub use layout::Layout;
 pub use log::FsStoreOptions;
 pub use syncs::SyncStats;
+pub(crate) use host_data::check_path;
 
 use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
 use crate::error::{Error, Result};
