@@ -8,6 +8,7 @@
 //! (`bdk-cli`).
 
 pub mod auth;
+pub mod backend;
 pub mod error;
 pub mod extract;
 pub mod host_services;

@@ -15,6 +15,7 @@ use bdk_project::Project;
 use bdk_store::FsStore;
 use bdk_tools::{ProjectTools, ProjectToolsBuilder, ToolRegistry};
 
+use crate::backend::AgentStore;
 use crate::state::Agent;
 
 /// The project's state directory: `<state_root>/<slug>` with `--state-root`, else
@@ -117,6 +118,18 @@ pub async fn mount(
         dir: state_dir.to_path_buf(),
         source,
     })?;
+    mount_on(project, state_dir, AgentStore::Fs(store), provider, tools, options).await
+}
+
+/// [`mount`] on a store already opened (either backend, see [`crate::backend`]).
+pub async fn mount_on(
+    project: Project,
+    state_dir: &Path,
+    store: AgentStore,
+    provider: Arc<dyn ModelProvider>,
+    tools: Arc<dyn ToolRegistry>,
+    options: EngineOptions,
+) -> Result<(Agent, usize), MountError> {
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
@@ -128,13 +141,13 @@ pub async fn mount(
         engine.recover().await.map_err(|source| MountError::Recover { slug: project.slug.clone(), source })?;
     let schedules = Schedules::new(
         engine.clone(),
-        Arc::new(store.clone()),
+        store.timed(),
         Arc::new(SystemClock),
         &project.caps.schedules,
         ScheduleOptions::default(),
     );
     let reminders =
-        Reminders::new(engine.clone(), Arc::new(store.clone()), Arc::new(SystemClock), &project.caps.reminders);
+        Reminders::new(engine.clone(), store.timed(), Arc::new(SystemClock), &project.caps.reminders);
     // The tools built for this state directory now reach these reminders.
     let _ = reminder_slot(state_dir).set(reminders.clone());
     Ok((Agent::new(project, engine).with_schedules(schedules).with_reminders(reminders), recovered))

@@ -1,0 +1,114 @@
+//! Guards what the database itself enforces and how opening one fails: dense append-only logs
+//! even against a client writing rows by hand, migrations applied once and a newer schema
+//! refused, an unreachable server named without its password, and workspaces that follow their
+//! session to another replica.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bdk_protocol::SessionId;
+use bdk_protocol::event::SessionMode;
+use bdk_store::{SessionRecord, SessionStore, WorkspaceStore};
+use bdk_store_pg::{PgDatabase, PgError, PgOptions, SCHEMA_VERSION};
+use bdk_test_support::postgres;
+use tokio_postgres::NoTls;
+
+use super::support::{PgInstance, options};
+
+async fn raw(db: &postgres::TestDb) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&db.url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test]
+async fn the_database_keeps_logs_dense_and_append_only() {
+    let Some(db) = postgres::fresh("dense").await else { return };
+    let fx = PgInstance::open(Arc::new(db), Arc::new(tempfile::tempdir().unwrap())).await;
+    let id = SessionId::generate();
+    fx.store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let client = raw(&fx.test_db).await;
+    let insert = |idx: i64| format!("INSERT INTO bdk_events VALUES ('agent', '{id}', {idx}, '{{}}')");
+    let gap = client.batch_execute(&insert(1)).await.unwrap_err();
+    assert!(gap.to_string().contains("next index") || format!("{gap:?}").contains("next index"), "{gap:?}");
+    client.batch_execute(&insert(0)).await.unwrap();
+    assert!(client.batch_execute(&insert(0)).await.is_err(), "no duplicate index");
+    assert!(client.batch_execute(&insert(2)).await.is_err(), "no gap");
+    let err = client.batch_execute(&format!("UPDATE bdk_events SET body = 'x' WHERE session_id = '{id}'")).await.unwrap_err();
+    assert!(format!("{err:?}").contains("append-only"), "{err:?}");
+    assert!(client.batch_execute(&format!("DELETE FROM bdk_events WHERE session_id = '{id}'")).await.is_err());
+    // Deleting the session removes its events.
+    assert!(fx.store.delete(&id).await.unwrap());
+    let left = client.query_one("SELECT count(*) FROM bdk_events", &[]).await.unwrap();
+    assert_eq!(left.get::<_, i64>(0), 0);
+}
+
+#[tokio::test]
+async fn migrations_apply_once_and_a_newer_schema_is_refused() {
+    let Some(db) = postgres::fresh("migrate").await else { return };
+    let opts = options(&db);
+    let unmigrated = PgDatabase::connect(db.base_url(), &PgOptions { migrate: false, ..opts.clone() }).await.unwrap_err();
+    assert!(matches!(unmigrated, PgError::NeedsMigration { found: 0, .. }), "{unmigrated}");
+    // Three replicas starting at once: one applies, the others find nothing to do.
+    let (a, b, c) = tokio::join!(
+        PgDatabase::connect(db.base_url(), &opts),
+        PgDatabase::connect(db.base_url(), &opts),
+        PgDatabase::connect(db.base_url(), &opts)
+    );
+    let applied: usize = [a.unwrap(), b.unwrap(), c.unwrap()].iter().map(|d| d.migration().applied.len()).sum();
+    assert_eq!(applied, SCHEMA_VERSION as usize);
+    PgDatabase::connect(db.base_url(), &PgOptions { migrate: false, ..opts.clone() }).await.unwrap();
+
+    let client = raw(&db).await;
+    client.batch_execute("INSERT INTO bdk_schema_migrations (version, name) VALUES (999, 'from_the_future')").await.unwrap();
+    let err = PgDatabase::connect(db.base_url(), &opts).await.unwrap_err();
+    assert!(matches!(err, PgError::NewerSchema { found: 999, .. }), "{err}");
+    assert!(err.to_string().contains("newer than this build supports"), "{err}");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_named_without_its_password() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://bdk:hunter2@127.0.0.1:{port}/bdk");
+    let opts = PgOptions { connect_timeout: Duration::from_secs(2), ..PgOptions::default() };
+    let err = PgDatabase::connect(&url, &opts).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, PgError::Connect { .. }), "{text}");
+    assert!(text.contains(&format!("postgres://bdk:***@127.0.0.1:{port}/bdk")), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    let err = PgDatabase::connect("postgres://u:secret@[bad", &opts).await.unwrap_err();
+    assert!(!err.to_string().contains("secret"), "{err}");
+}
+
+#[tokio::test]
+async fn a_workspace_follows_its_session_to_another_replica() {
+    let Some(db) = postgres::fresh("workspace").await else { return };
+    let db = Arc::new(db);
+    let a = PgInstance::open(db.clone(), Arc::new(tempfile::tempdir().unwrap())).await;
+    let b = PgInstance::open(db.clone(), Arc::new(tempfile::tempdir().unwrap())).await;
+    let id = SessionId::generate();
+    a.store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let dir_a = a.store.session_workspace(&id).await.unwrap();
+    std::fs::create_dir_all(dir_a.join("notes")).unwrap();
+    std::fs::write(dir_a.join("notes/plan.md"), "step 1").unwrap();
+    std::fs::write(dir_a.join("top.txt"), "hello").unwrap();
+    assert_eq!(a.store.save_workspace(&id).await.unwrap(), Some(11));
+
+    // The follow-up runs on replica b: it sees what the turn on a left.
+    let dir_b = b.store.session_workspace(&id).await.unwrap();
+    assert_ne!(dir_a, dir_b);
+    assert_eq!(std::fs::read_to_string(dir_b.join("notes/plan.md")).unwrap(), "step 1");
+    std::fs::write(dir_b.join("notes/plan.md"), "step 2").unwrap();
+    std::fs::remove_file(dir_b.join("top.txt")).unwrap();
+    b.store.save_workspace(&id).await.unwrap();
+
+    // Back on a: its stale copy is replaced.
+    let dir_a = a.store.session_workspace(&id).await.unwrap();
+    assert_eq!(std::fs::read_to_string(dir_a.join("notes/plan.md")).unwrap(), "step 2");
+    assert!(!dir_a.join("top.txt").exists());
+    // An unchanged local copy is kept as it is (no restore without a newer save).
+    std::fs::write(dir_a.join("scratch"), "local").unwrap();
+    let dir_a = a.store.session_workspace(&id).await.unwrap();
+    assert!(dir_a.join("scratch").exists());
+}
