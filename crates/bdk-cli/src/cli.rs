@@ -38,6 +38,8 @@ pub enum Command {
     Schedules(SchedulesArgs),
     /// Run a project's evals (or list them, or compare two saved runs); exits 1 when a case fails.
     Eval(EvalArgs),
+    /// Apply the PostgreSQL schema migrations, and optionally copy filesystem state into it.
+    Migrate(MigrateArgs),
 }
 
 /// `bdk schedules`.
@@ -154,6 +156,34 @@ pub struct ServeArgs {
     /// Output tokens one model step may use, as the provider reports them (default: no cap).
     #[arg(long, value_name = "N")]
     pub max_output_tokens: Option<u64>,
+    /// Keep every agent's durable state in this PostgreSQL database instead of the filesystem
+    /// (replicas sharing one database serve the same sessions). See docs/deployment.md.
+    #[arg(long, value_name = "URL", env = "BDK_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Do not apply pending database migrations at start (refuse to start if any are pending).
+    #[arg(long)]
+    pub no_migrate: bool,
+    /// Connections each agent database pool may hold.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub database_pool_size: usize,
+}
+
+/// `bdk migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The PostgreSQL database to bring up to date.
+    #[arg(long, value_name = "URL", env = "BDK_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Also copy a filesystem state directory into the database: a state root holding one
+    /// folder per agent slug (`--state-root`), or one agent's state directory with --agent.
+    #[arg(long, value_name = "DIR")]
+    pub from_fs: Option<PathBuf>,
+    /// The agent slug the rows of a single state directory (`--from-fs <project>/.bdk`) belong to.
+    #[arg(long, value_name = "SLUG")]
+    pub agent: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

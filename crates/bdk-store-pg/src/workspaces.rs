@@ -45,7 +45,18 @@ impl PgStore {
     /// Saves the session's local workspace to the database, so the next turn on any replica
     /// starts from it. Returns the bytes saved (`None` when it was over the limit and stayed local).
     pub async fn save_workspace(&self, id: &SessionId) -> Result<Option<u64>> {
-        let dir = self.layout().workspace_dir(id);
+        let saved = self.save_workspace_from(id, &self.layout().workspace_dir(id)).await?;
+        Ok(saved.map(|(version, total)| {
+            if let Err(error) = self.set_local_version(id, version) {
+                tracing::warn!(session = %id, %error, "could not record the workspace version");
+            }
+            total
+        }))
+    }
+
+    /// Saves the folder `dir` as the session's workspace; the new version and bytes saved.
+    pub(crate) async fn save_workspace_from(&self, id: &SessionId, dir: &Path) -> Result<Option<(i64, u64)>> {
+        let dir = dir.to_path_buf();
         let files = tokio::task::spawn_blocking(move || collect(&dir))
             .await
             .map_err(|e| Error::Task(e.to_string()))??;
@@ -79,8 +90,7 @@ impl PgStore {
             .map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
-        self.set_local_version(id, version)?;
-        Ok(Some(total))
+        Ok(Some((version, total)))
     }
 
     /// Replaces the local workspace with the saved one when the saved one is newer.

@@ -10,6 +10,7 @@ mod cost;
 mod cost_url;
 mod eval;
 mod info;
+mod migrate;
 mod init;
 mod run;
 mod schedules;
@@ -29,5 +30,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::Call(args) => call::run(&args, embed),
         Command::Schedules(args) => schedules::run(&args, embed),
         Command::Eval(args) => eval::run(&args, embed),
+        Command::Migrate(args) => migrate::run(&args),
     }
 }

@@ -5,6 +5,7 @@ mod eval;
 mod examples;
 mod init;
 mod native;
+mod replicas;
 mod run;
 mod schedules;
 mod serve;
