@@ -83,7 +83,11 @@ impl Backends {
 
     /// The database URL `project` uses, or `None` for the filesystem. `lookup` reads the
     /// environment (a parameter so tests need not touch the process's).
-    pub fn url_for(&self, project: &Project, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Option<String>, BackendError> {
+    pub fn url_for(
+        &self,
+        project: &Project,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<String>, BackendError> {
         if let Some(url) = &self.host_url {
             return Ok(Some(url.clone()));
         }

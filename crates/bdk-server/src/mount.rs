@@ -146,8 +146,7 @@ pub async fn mount_on(
         &project.caps.schedules,
         ScheduleOptions::default(),
     );
-    let reminders =
-        Reminders::new(engine.clone(), store.timed(), Arc::new(SystemClock), &project.caps.reminders);
+    let reminders = Reminders::new(engine.clone(), store.timed(), Arc::new(SystemClock), &project.caps.reminders);
     // The tools built for this state directory now reach these reminders.
     let _ = reminder_slot(state_dir).set(reminders.clone());
     Ok((Agent::new(project, engine).with_schedules(schedules).with_reminders(reminders), recovered))

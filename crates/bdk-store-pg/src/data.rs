@@ -136,7 +136,11 @@ impl HostDataStore for PgStore {
         Box::pin(async move {
             check_file_path(path)?;
             if bytes.len() > MAX_FILE_BYTES {
-                return Err(Error::TooLarge { what: "the file", size: bytes.len() as u64, limit: MAX_FILE_BYTES as u64 });
+                return Err(Error::TooLarge {
+                    what: "the file",
+                    size: bytes.len() as u64,
+                    limit: MAX_FILE_BYTES as u64,
+                });
             }
             let client = self.db.client().await?;
             self.scope_writable(&client, scope).await?;
@@ -144,8 +148,7 @@ impl HostDataStore for PgStore {
                 return Err(Error::InvalidPath { path: path.to_owned(), reason: "is a folder" });
             }
             // A parent that is a file: any stored path equal to a proper prefix of this one.
-            let parents: Vec<String> =
-                path.match_indices('/').map(|(i, _)| path[..i].to_owned()).collect();
+            let parents: Vec<String> = path.match_indices('/').map(|(i, _)| path[..i].to_owned()).collect();
             if !parents.is_empty() {
                 let row = client
                     .query_opt(

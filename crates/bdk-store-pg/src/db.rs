@@ -53,8 +53,9 @@ impl PgDatabase {
     /// Errors name the URL without its password.
     pub async fn connect(url: &str, options: &PgOptions) -> Result<Arc<PgDatabase>> {
         let shown = redact_url(url);
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| PgError::Url { url: shown.clone(), reason: e.to_string() })?;
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| PgError::Url { url: shown.clone(), reason: e.to_string() })?;
         config.connect_timeout(options.connect_timeout);
         if let Some(schema) = &options.schema {
             if schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -82,11 +83,8 @@ impl PgDatabase {
                 other => other.to_string(),
             },
         })?;
-        let migration = if options.migrate {
-            migrate::apply(&mut client).await?
-        } else {
-            migrate::check(&client).await?
-        };
+        let migration =
+            if options.migrate { migrate::apply(&mut client).await? } else { migrate::check(&client).await? };
         drop(client);
         let notifier = Notifier::start(config);
         Ok(Arc::new(PgDatabase { pool, url: shown, notifier, migration }))
@@ -152,7 +150,10 @@ mod tests {
     fn passwords_never_show() {
         assert_eq!(redact_url("postgres://bdk:s3cret@db:5432/bdk"), "postgres://bdk:***@db:5432/bdk");
         assert_eq!(redact_url("postgres://bdk@db/bdk"), "postgres://bdk@db/bdk");
-        assert_eq!(redact_url("postgresql://u:p@h/d?password=x&sslmode=off"), "postgresql://u:***@h/d?password=***&sslmode=off");
+        assert_eq!(
+            redact_url("postgresql://u:p@h/d?password=x&sslmode=off"),
+            "postgresql://u:***@h/d?password=***&sslmode=off"
+        );
         assert_eq!(redact_url("host=db user=u password=hunter2 dbname=d"), "host=db user=u password=*** dbname=d");
         assert_eq!(redact_url("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
     }

@@ -30,11 +30,7 @@ pub type Result<T, E = PgError> = std::result::Result<T, E>;
 
 /// Maps a driver error onto the store's error.
 pub(crate) fn db(error: tokio_postgres::Error) -> Error {
-    if is_connection_error(&error) {
-        Error::Unavailable(describe(&error))
-    } else {
-        Error::Backend(describe(&error))
-    }
+    if is_connection_error(&error) { Error::Unavailable(describe(&error)) } else { Error::Backend(describe(&error)) }
 }
 
 /// Maps a pool error (no connection in time, or a connection that failed to open).

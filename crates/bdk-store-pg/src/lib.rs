@@ -22,9 +22,9 @@ mod timed;
 mod workspaces;
 
 pub use data::MAX_FILE_BYTES;
-pub use workspaces::MAX_WORKSPACE_BYTES;
 pub use db::{PgDatabase, PgOptions, redact_url};
 pub use error::PgError;
 pub use import::ImportReport;
 pub use migrate::{MigrationReport, SCHEMA_VERSION};
 pub use store::PgStore;
+pub use workspaces::MAX_WORKSPACE_BYTES;

@@ -35,7 +35,10 @@ impl SessionStore for PgStore {
         Box::pin(async move {
             let client = self.db.client().await?;
             let row = client
-                .query_opt("SELECT record FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &id.as_str()])
+                .query_opt(
+                    "SELECT record FROM bdk_sessions WHERE agent = $1 AND id = $2",
+                    &[&&*self.agent, &id.as_str()],
+                )
                 .await
                 .map_err(db)?;
             row.map(|row| parse_record(row.get(0))).transpose()
@@ -83,7 +86,8 @@ impl SessionStore for PgStore {
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db)?;
             let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&&*self.agent, &id.as_str()];
-            let deleted = tx.execute("DELETE FROM bdk_sessions WHERE agent = $1 AND id = $2", &params).await.map_err(db)?;
+            let deleted =
+                tx.execute("DELETE FROM bdk_sessions WHERE agent = $1 AND id = $2", &params).await.map_err(db)?;
             tx.execute("DELETE FROM bdk_kv WHERE agent = $1 AND scope = $2", &params).await.map_err(db)?;
             tx.execute("DELETE FROM bdk_files WHERE agent = $1 AND scope = $2", &params).await.map_err(db)?;
             tx.commit().await.map_err(db)?;

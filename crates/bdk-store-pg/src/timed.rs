@@ -42,7 +42,14 @@ impl TimedStore for PgStore {
                 .execute(
                     "UPDATE bdk_firings SET status = $5, record = $6 \
                      WHERE agent = $1 AND kind = $2 AND owner = $3 AND due_at = $4",
-                    &[&&*self.agent, &record.kind.as_str(), &record.owner, &record.due_at, &record.status.as_str(), &body],
+                    &[
+                        &&*self.agent,
+                        &record.kind.as_str(),
+                        &record.owner,
+                        &record.due_at,
+                        &record.status.as_str(),
+                        &body,
+                    ],
                 )
                 .await
                 .map_err(db)?;

@@ -57,9 +57,8 @@ impl PgStore {
     /// Saves the folder `dir` as the session's workspace; the new version and bytes saved.
     pub(crate) async fn save_workspace_from(&self, id: &SessionId, dir: &Path) -> Result<Option<(i64, u64)>> {
         let dir = dir.to_path_buf();
-        let files = tokio::task::spawn_blocking(move || collect(&dir))
-            .await
-            .map_err(|e| Error::Task(e.to_string()))??;
+        let files =
+            tokio::task::spawn_blocking(move || collect(&dir)).await.map_err(|e| Error::Task(e.to_string()))??;
         let total: u64 = files.iter().map(|(_, _, bytes)| bytes.len() as u64).sum();
         if total > MAX_WORKSPACE_BYTES {
             tracing::warn!(session = %id, bytes = total, limit = MAX_WORKSPACE_BYTES,
@@ -78,9 +77,12 @@ impl PgStore {
             .map_err(db)?;
         let Some(row) = row else { return Err(Error::SessionNotFound(id.clone())) };
         let version: i64 = row.get(0);
-        tx.execute("DELETE FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2", &[&&*self.agent, &id.as_str()])
-            .await
-            .map_err(db)?;
+        tx.execute(
+            "DELETE FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2",
+            &[&&*self.agent, &id.as_str()],
+        )
+        .await
+        .map_err(db)?;
         for (path, mode, bytes) in &files {
             tx.execute(
                 "INSERT INTO bdk_workspace_files (agent, session_id, path, mode, bytes) VALUES ($1, $2, $3, $4, $5)",
@@ -108,9 +110,7 @@ impl PgStore {
             .map_err(db)?;
         let files: Vec<(String, i32, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect();
         let dir = self.layout().workspace_dir(id);
-        tokio::task::spawn_blocking(move || replace(&dir, &files))
-            .await
-            .map_err(|e| Error::Task(e.to_string()))??;
+        tokio::task::spawn_blocking(move || replace(&dir, &files)).await.map_err(|e| Error::Task(e.to_string()))??;
         self.set_local_version(id, saved)
     }
 }

@@ -289,7 +289,8 @@ async fn follow_while_appending(appending: Stores, following: Stores) {
     let id = session(&appending).await;
     within(appending.events.append(&id, (0..20).map(|i| delta(i.to_string())).collect())).await.unwrap();
     let mut followers = Vec::new();
-    for (from, pause) in [(0, Duration::ZERO), (10, Duration::ZERO), (0, Duration::from_millis(1)), (200, Duration::ZERO)]
+    for (from, pause) in
+        [(0, Duration::ZERO), (10, Duration::ZERO), (0, Duration::from_millis(1)), (200, Duration::ZERO)]
     {
         followers.push((from, tokio::spawn(collect(following.clone(), id.clone(), from, pause))));
     }

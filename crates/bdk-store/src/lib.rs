@@ -3,12 +3,12 @@
 //! traits. No HTTP, no engine logic: this crate stores and replays, it does not decide.
 
 pub mod api;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod error;
 pub mod fs;
 pub mod record;
 pub mod rules;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 pub mod timed;
 
 pub use api::{

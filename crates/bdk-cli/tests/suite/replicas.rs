@@ -55,7 +55,14 @@ async fn a_session_moves_across_replicas() {
         .iter()
         .map(|name| {
             let state = root.path().join(format!("state-{name}"));
-            Server::start(&["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap(), "--database-url", &url])
+            Server::start(&[
+                "--dir",
+                project.to_str().unwrap(),
+                "--state-root",
+                state.to_str().unwrap(),
+                "--database-url",
+                &url,
+            ])
         })
         .collect();
     let base = |i: usize| format!("{}/relay", replicas[i].origin);
@@ -78,7 +85,8 @@ async fn a_session_moves_across_replicas() {
     let (status, stale) =
         post(format!("{}/v1/session/{id}", base(2)), json!({"continuationToken": token, "message": "again"})).await;
     assert_eq!(status, 409, "{stale}");
-    let tail = stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", base(1), live.len()), "session.waiting").await;
+    let tail =
+        stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", base(1), live.len()), "session.waiting").await;
     // c's scripted model served the follow-up: its script starts at its first step.
     let text = tail.iter().find(|e| e["type"] == "message.completed").unwrap();
     assert_eq!(text["data"]["text"], json!("first answer"));
@@ -111,7 +119,14 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
         .iter()
         .map(|name| {
             let state = root.path().join(format!("state-{name}"));
-            Server::start(&["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap(), "--database-url", &url])
+            Server::start(&[
+                "--dir",
+                project.to_str().unwrap(),
+                "--state-root",
+                state.to_str().unwrap(),
+                "--database-url",
+                &url,
+            ])
         })
         .collect();
 

@@ -34,7 +34,8 @@ async fn the_database_keeps_logs_dense_and_append_only() {
     client.batch_execute(&insert(0)).await.unwrap();
     assert!(client.batch_execute(&insert(0)).await.is_err(), "no duplicate index");
     assert!(client.batch_execute(&insert(2)).await.is_err(), "no gap");
-    let err = client.batch_execute(&format!("UPDATE bdk_events SET body = 'x' WHERE session_id = '{id}'")).await.unwrap_err();
+    let err =
+        client.batch_execute(&format!("UPDATE bdk_events SET body = 'x' WHERE session_id = '{id}'")).await.unwrap_err();
     assert!(format!("{err:?}").contains("append-only"), "{err:?}");
     assert!(client.batch_execute(&format!("DELETE FROM bdk_events WHERE session_id = '{id}'")).await.is_err());
     // Deleting the session removes its events.
@@ -47,7 +48,8 @@ async fn the_database_keeps_logs_dense_and_append_only() {
 async fn migrations_apply_once_and_a_newer_schema_is_refused() {
     let Some(db) = postgres::fresh("migrate").await else { return };
     let opts = options(&db);
-    let unmigrated = PgDatabase::connect(db.base_url(), &PgOptions { migrate: false, ..opts.clone() }).await.unwrap_err();
+    let unmigrated =
+        PgDatabase::connect(db.base_url(), &PgOptions { migrate: false, ..opts.clone() }).await.unwrap_err();
     assert!(matches!(unmigrated, PgError::NeedsMigration { found: 0, .. }), "{unmigrated}");
     // Three replicas starting at once: one applies, the others find nothing to do.
     let (a, b, c) = tokio::join!(
@@ -60,7 +62,10 @@ async fn migrations_apply_once_and_a_newer_schema_is_refused() {
     PgDatabase::connect(db.base_url(), &PgOptions { migrate: false, ..opts.clone() }).await.unwrap();
 
     let client = raw(&db).await;
-    client.batch_execute("INSERT INTO bdk_schema_migrations (version, name) VALUES (999, 'from_the_future')").await.unwrap();
+    client
+        .batch_execute("INSERT INTO bdk_schema_migrations (version, name) VALUES (999, 'from_the_future')")
+        .await
+        .unwrap();
     let err = PgDatabase::connect(db.base_url(), &opts).await.unwrap_err();
     assert!(matches!(err, PgError::NewerSchema { found: 999, .. }), "{err}");
     assert!(err.to_string().contains("newer than this build supports"), "{err}");

@@ -54,7 +54,9 @@ impl Instance for PgInstance {
     }
 
     fn reopen(&self) -> BoxFuture<'_, Box<dyn Instance>> {
-        Box::pin(async { Box::new(PgInstance::open(self.test_db.clone(), self.local.clone()).await) as Box<dyn Instance> })
+        Box::pin(async {
+            Box::new(PgInstance::open(self.test_db.clone(), self.local.clone()).await) as Box<dyn Instance>
+        })
     }
 
     fn replica(&self) -> Option<BoxFuture<'_, Box<dyn Instance>>> {

@@ -21,10 +21,10 @@ use std::sync::{Arc, Mutex};
 use bdk_protocol::{Event, SessionId};
 use tokio::sync::OnceCell;
 
+pub(crate) use host_data::check_path;
 pub use layout::Layout;
 pub use log::FsStoreOptions;
 pub use syncs::SyncStats;
-pub(crate) use host_data::check_path;
 
 use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
 use crate::error::{Error, Result};
