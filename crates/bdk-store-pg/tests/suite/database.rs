@@ -117,3 +117,41 @@ async fn a_workspace_follows_its_session_to_another_replica() {
     let dir_a = a.store.session_workspace(&id).await.unwrap();
     assert!(dir_a.join("scratch").exists());
 }
+
+#[tokio::test]
+async fn a_filesystem_state_directory_imports_exactly() {
+    use bdk_protocol::EventData;
+    use bdk_protocol::event::TextDelta;
+    use bdk_store::{DataScope, EventLog, FsStore, HostDataStore, KvStore, NewEvent, TimedStore};
+
+    let Some(db) = postgres::fresh("import").await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsStore::open(dir.path().join("agent")).unwrap();
+    let id = SessionId::generate();
+    let mut record = SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p");
+    record.continuation_token = Some("tok_1".into());
+    fs.create(record.clone()).await.unwrap();
+    let delta = |t: &str| NewEvent::new(EventData::MessageAppended(TextDelta { delta: t.into() }));
+    fs.append(&id, (0..1500).map(|i| delta(&i.to_string())).collect()).await.unwrap();
+    KvStore::put(&fs, "shared", serde_json::json!({"n": 1})).await.unwrap();
+    let scope = DataScope::Session(id.clone());
+    fs.kv_put(&scope, "mine", serde_json::json!(2)).await.unwrap();
+    fs.file_write(&scope, "notes/a.md", b"alpha".to_vec()).await.unwrap();
+    std::fs::create_dir_all(fs.layout().workspace_dir(&id)).unwrap();
+    std::fs::write(fs.layout().workspace_dir(&id).join("plan.txt"), "keep").unwrap();
+
+    let fx = PgInstance::open(Arc::new(db), Arc::new(tempfile::tempdir().unwrap())).await;
+    let report = fx.store.import_fs(&fs).await.unwrap();
+    assert_eq!((report.sessions, report.events, report.kv, report.files, report.workspaces), (1, 1500, 2, 1, 1));
+    assert_eq!(SessionStore::get(&fx.store, &id).await.unwrap(), Some(record));
+    assert_eq!(fx.store.read(&id, 0, None).await.unwrap(), fs.read(&id, 0, None).await.unwrap(), "events kept exactly");
+    assert_eq!(fx.store.append(&id, vec![delta("next")]).await.unwrap()[0].index, 1500);
+    assert_eq!(fx.store.kv_get(&scope, "mine").await.unwrap(), Some(serde_json::json!(2)));
+    assert_eq!(fx.store.file_read(&scope, "notes/a.md").await.unwrap().as_deref(), Some(&b"alpha"[..]));
+    let ws = fx.store.session_workspace(&id).await.unwrap();
+    assert_eq!(std::fs::read_to_string(ws.join("plan.txt")).unwrap(), "keep");
+    assert!(TimedStore::reminders(&fx.store).await.unwrap().is_empty());
+    // A second run skips what is there.
+    let again = fx.store.import_fs(&fs).await.unwrap();
+    assert_eq!((again.sessions, again.skipped_sessions), (0, 1));
+}
