@@ -160,3 +160,46 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
     let all: Vec<String> = all.iter().map(|r| r.get(0)).collect();
     assert_eq!(records.len(), 1, "one firing started one session, not one per replica: {records:#?} {all:#?}");
 }
+
+#[test]
+fn serve_refuses_an_unreachable_database_naming_it_without_the_password() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "down", &["text = \"x\""]);
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://bdk:hunter2@127.0.0.1:{port}/bdk");
+    let state = root.path().join("state");
+    let (code, stdout, stderr) = super::support::run(&[
+        "serve",
+        "--port",
+        "0",
+        "--dir",
+        project.to_str().unwrap(),
+        "--state-root",
+        state.to_str().unwrap(),
+        "--database-url",
+        &url,
+    ]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    assert!(stderr.contains(&format!("postgres://bdk:***@127.0.0.1:{port}/bdk")), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[test]
+fn a_postgres_storage_toml_without_its_url_variable_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "pgagent", &["text = \"x\""]);
+    std::fs::write(project.join("bot/storage.toml"), "backend = \"postgres\"\nurl_env = \"BDK_TEST_UNSET_DB_URL\"\n")
+        .unwrap();
+    let state = root.path().join("state");
+    let output = super::support::bdk()
+        .args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap()])
+        .env_remove("BDK_DATABASE_URL")
+        .env_remove("BDK_TEST_UNSET_DB_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("BDK_TEST_UNSET_DB_URL is not set"), "{stderr}");
+}
