@@ -1,6 +1,7 @@
 //! [`EventLog`] on PostgreSQL. An append is one transaction: lock the session row, insert the
 //! events at its next indices, and let the trigger check density, move `next_index` and notify
-//! every replica at commit. Followers read rows; signals only wake them (`notify.rs`).
+//! every replica at commit. Followers read rows; signals only wake them (`notify.rs`). A
+//! follower outlives a database outage: it keeps its position and reads again when it is back.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,6 +16,9 @@ use crate::store::PgStore;
 
 /// Rows a follower reads at once.
 const CHUNK: i64 = 512;
+
+/// How long a follower waits before reading again while the database is unavailable.
+const UNAVAILABLE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl PgStore {
     async fn session_exists(&self, session: &SessionId) -> Result<bool> {
@@ -182,6 +186,12 @@ impl EventFollower for PgFollower {
                     Err(Error::SessionNotFound(_)) => {
                         self.ended = true;
                         return None;
+                    }
+                    // The database is away for a moment: keep the position and read again.
+                    Err(Error::Unavailable(error)) => {
+                        tracing::debug!(session = %self.session, %error, "follower waiting for the database");
+                        tokio::time::sleep(UNAVAILABLE_RETRY).await;
+                        continue;
                     }
                     Err(error) => {
                         self.ended = true;

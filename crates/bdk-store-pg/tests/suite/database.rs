@@ -155,3 +155,48 @@ async fn a_filesystem_state_directory_imports_exactly() {
     let again = fx.store.import_fs(&fs).await.unwrap();
     assert_eq!((again.sessions, again.skipped_sessions), (0, 1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_connections_fail_as_unavailable_and_recover_by_themselves() {
+    use bdk_protocol::EventData;
+    use bdk_protocol::event::TextDelta;
+    use bdk_store::{EventLog, NewEvent};
+
+    let Some(db) = postgres::fresh("lost").await else { return };
+    let app = format!("bdk_lost_{}", std::process::id());
+    let url = format!("{}?application_name={app}", db.base_url());
+    let database = PgDatabase::connect(&url, &options(&db)).await.unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let store = bdk_store_pg::PgStore::new(database, "agent", local.path());
+    let id = SessionId::generate();
+    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let delta = |t: &str| NewEvent::new(EventData::MessageAppended(TextDelta { delta: t.into() }));
+    let mut follower = store.follow(&id, 0).await.unwrap();
+    store.append(&id, vec![delta("before")]).await.unwrap();
+    assert_eq!(follower.next().await.unwrap().unwrap().index, 0);
+
+    // The server drops every connection of this store (pool and LISTEN), as a restart would.
+    let admin = raw(&db).await;
+    admin
+        .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", &[&app])
+        .await
+        .unwrap();
+
+    // Calls fail as unavailable (retryable) or succeed on a fresh connection; within a few
+    // tries they succeed, and the follower sees the append without a gap.
+    let mut appended = false;
+    for _ in 0..20 {
+        match store.append(&id, vec![delta("after")]).await {
+            Ok(events) => {
+                assert_eq!(events[0].index, 1);
+                appended = true;
+                break;
+            }
+            Err(error) => assert!(error.is_unavailable(), "{error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(appended, "the store did not recover");
+    let next = tokio::time::timeout(Duration::from_secs(30), follower.next()).await.unwrap();
+    assert_eq!(next.unwrap().unwrap().index, 1, "the follower outlived the outage");
+}
