@@ -53,6 +53,8 @@ pub enum Command {
     /// MCP connections: `bdk mcp list` opens each server and lists the tools it offers.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Apply the PostgreSQL schema migrations, and optionally copy filesystem state into it.
+    Migrate(MigrateArgs),
 }
 
 /// `bdk mcp ...`.
@@ -154,6 +156,7 @@ impl Command {
             | Command::SandboxExec(_)
             | Command::Github(_) => Vec::new(),
             Command::Mcp(McpCommand::List(a)) => a.dirs.clone(),
+            Command::Migrate(_) => Vec::new(),
         }
     }
 }
@@ -280,12 +283,40 @@ pub struct ServeArgs {
     /// start and end) or `json`, one object per line for machines.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Keep every agent's durable state in this PostgreSQL database instead of the filesystem
+    /// (replicas sharing one database serve the same sessions). See docs/deployment.md.
+    #[arg(long, value_name = "URL", env = "BDK_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Do not apply pending database migrations at start (refuse to start if any are pending).
+    #[arg(long)]
+    pub no_migrate: bool,
+    /// Connections each agent database pool may hold.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub database_pool_size: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `bdk migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The PostgreSQL database to bring up to date.
+    #[arg(long, value_name = "URL", env = "BDK_DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Also copy a filesystem state directory into the database: a state root holding one
+    /// folder per agent slug (`--state-root`), or one agent's state directory with --agent.
+    #[arg(long, value_name = "DIR")]
+    pub from_fs: Option<PathBuf>,
+    /// The agent slug the rows of a single state directory (`--from-fs <project>/.bdk`) belong to.
+    #[arg(long, value_name = "SLUG")]
+    pub agent: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -325,6 +325,12 @@ impl Actor {
         running.cancel.cancel();
         let joined = (&mut running.handle).await;
         let outcome = self.outcome(&running.turn_id, joined);
+        // Before the closing events: a follow-up they admit may run where the saved copy is read.
+        if self.workspace_ready.load(Ordering::SeqCst)
+            && let Err(error) = self.core.stores.workspaces.save_session_workspace(&self.id).await
+        {
+            tracing::warn!(session = %self.id, %error, "could not save the session workspace");
+        }
         self.busy.store(false, Ordering::SeqCst);
         drop(running);
         Some(outcome)
@@ -334,6 +340,12 @@ impl Actor {
     async fn turn_ended(&mut self, joined: std::result::Result<TurnOutcome, JoinError>) {
         let Some(running) = self.running.take() else { return };
         let outcome = self.outcome(&running.turn_id, joined);
+        // Before the closing events: a follow-up they admit may run where the saved copy is read.
+        if self.workspace_ready.load(Ordering::SeqCst)
+            && let Err(error) = self.core.stores.workspaces.save_session_workspace(&self.id).await
+        {
+            tracing::warn!(session = %self.id, %error, "could not save the session workspace");
+        }
         self.busy.store(false, Ordering::SeqCst);
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
         let result = if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {

@@ -75,6 +75,16 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "internal error; see the server log")
     }
 
+    /// 503 `store_unavailable`: the database is unreachable; retry later. The detail is logged.
+    pub fn store_unavailable(detail: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "the store is unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the state store (database) is unavailable; retry shortly",
+        )
+    }
+
     pub fn with_challenge(mut self, challenge: &'static str) -> Self {
         self.challenge = Some(challenge);
         self
@@ -108,6 +118,7 @@ impl From<EngineError> for ApiError {
             | EngineError::InvalidToolInput { .. }
             | EngineError::InvalidContinuationToken(_) => StatusCode::BAD_REQUEST,
             EngineError::WorkspaceUnavailable(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            EngineError::Store(store) if store.is_unavailable() => return ApiError::store_unavailable(store),
             EngineError::Store(_) => return ApiError::internal(&err),
         };
         let details = match &err {

@@ -9,6 +9,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod backend;
 pub mod channels;
 pub mod error;
 pub mod extract;

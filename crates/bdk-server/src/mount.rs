@@ -15,6 +15,7 @@ use bdk_project::Project;
 use bdk_store::FsStore;
 use bdk_tools::{ProjectTools, ProjectToolsBuilder, ToolRegistry};
 
+use crate::backend::AgentStore;
 use crate::state::Agent;
 
 /// The project's state directory: `<state_root>/<slug>` with `--state-root`, else
@@ -154,9 +155,26 @@ pub async fn mount_with(
         dir: state_dir.to_path_buf(),
         source,
     })?;
+    mount_on(project, state_dir, AgentStore::Fs(store), provider, tools, options, slot).await
+}
+
+/// [`mount_with`] on a store already opened (either backend, see [`crate::backend`]).
+pub async fn mount_on(
+    project: Project,
+    state_dir: &Path,
+    store: AgentStore,
+    provider: Arc<dyn ModelProvider>,
+    tools: Arc<dyn ToolRegistry>,
+    options: EngineOptions,
+    slot: &ReminderSlot,
+) -> Result<(Agent, usize), MountError> {
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
-    let options =
-        EngineOptions { artifacts: options.artifacts.clone().or_else(|| Some(Arc::new(store.clone()))), ..options };
+    // Artifacts live in the filesystem store; on PostgreSQL they are not kept yet (tagging says so).
+    let artifacts = match &store {
+        AgentStore::Fs(fs) => Some(Arc::new(fs.clone()) as Arc<dyn bdk_store::ArtifactStore>),
+        AgentStore::Pg(_) => None,
+    };
+    let options = EngineOptions { artifacts: options.artifacts.clone().or(artifacts), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {
@@ -167,13 +185,12 @@ pub async fn mount_with(
         engine.recover().await.map_err(|source| MountError::Recover { slug: project.slug.clone(), source })?;
     let schedules = Schedules::new(
         engine.clone(),
-        Arc::new(store.clone()),
+        store.timed(),
         Arc::new(SystemClock),
         &project.caps.schedules,
         ScheduleOptions::default(),
     );
-    let reminders =
-        Reminders::new(engine.clone(), Arc::new(store.clone()), Arc::new(SystemClock), &project.caps.reminders);
+    let reminders = Reminders::new(engine.clone(), store.timed(), Arc::new(SystemClock), &project.caps.reminders);
     // The tools built with this slot now reach these reminders.
     if slot.set(reminders.clone()).is_err() {
         tracing::warn!(agent = %project.slug, "a reminder slot was mounted twice; its tools keep the first agent's reminders");

@@ -132,6 +132,13 @@ pub trait WorkspaceStore: Send + Sync + fmt::Debug {
 
     /// Where `run` writes the trace of a session.
     fn trace_path(&self, id: &SessionId) -> PathBuf;
+
+    /// Called after each turn that used the session's workspace: a backend whose workspaces
+    /// must follow the session to another machine saves it here. The filesystem backend's
+    /// workspace already is the durable copy, so by default this does nothing.
+    fn save_session_workspace<'a>(&'a self, _id: &'a SessionId) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The agent's durable key-value store (`host.kv`): JSON values under string keys.

@@ -52,6 +52,19 @@ pub enum Error {
     /// A background task failed to run to completion.
     #[error("store task failed: {0}")]
     Task(String),
+
+    /// The backend cannot be reached right now (a database down or restarting, a pool that
+    /// timed out). Retryable: the same request may succeed later. Servers answer 503.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+
+    /// The backend refused or failed the operation (a constraint, a query error).
+    #[error("the store failed: {0}")]
+    Backend(String),
+
+    /// A value larger than the backend keeps (a `host.files` file over its documented limit).
+    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge { what: &'static str, size: u64, limit: u64 },
 }
 
 impl Error {
@@ -77,8 +90,16 @@ impl Error {
             Error::Corrupt { path, offset, reason } => {
                 Error::Corrupt { path: path.clone(), offset: *offset, reason: reason.clone() }
             }
+            Error::Unavailable(message) => Error::Unavailable(message.clone()),
+            Error::Backend(message) => Error::Backend(message.clone()),
+            Error::TooLarge { what, size, limit } => Error::TooLarge { what, size: *size, limit: *limit },
             other => Error::Task(other.to_string()),
         }
+    }
+
+    /// Whether retrying later may succeed (the backend was unreachable).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
     }
 
     /// Whether this is an IO error of kind `NotFound`.

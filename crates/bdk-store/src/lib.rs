@@ -4,9 +4,12 @@
 
 pub mod api;
 pub mod artifacts;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod error;
 pub mod fs;
 pub mod record;
+pub mod rules;
 pub mod timed;
 
 pub use api::{

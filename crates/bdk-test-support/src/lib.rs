@@ -19,5 +19,6 @@ pub mod anthropic_sse;
 pub mod fake_server;
 pub mod openai_sse;
 pub mod peers;
+pub mod postgres;
 
 pub use fake_server::{End, FakeServer, Part, Recorded, Reply, rechunk};

@@ -15,6 +15,7 @@ mod help;
 mod info;
 mod init;
 mod mcp;
+mod migrate;
 mod run;
 mod sandbox_exec;
 mod schedules;
@@ -40,5 +41,6 @@ pub fn run(cli: Cli, embed: &Embed) -> anyhow::Result<Exit> {
         Command::SandboxExec(args) => sandbox_exec::run(&args),
         Command::Github(args) => github::run(&args),
         Command::Mcp(command) => mcp::run(&command, embed),
+        Command::Migrate(args) => migrate::run(&args),
     }
 }

@@ -106,6 +106,13 @@ async fn serve(
     let host_tokens = HostTokens::new();
     // Each agent's eval runs (`/v1/dev/evals...`), on state of their own under `<dir>/evals/`.
     let mut evals = std::collections::HashMap::new();
+    // Filesystem by default; PostgreSQL with --database-url / BDK_DATABASE_URL / storage.toml.
+    let pg_options = bdk_store_pg::PgOptions {
+        migrate: !args.no_migrate,
+        pool_size: args.database_pool_size,
+        ..bdk_store_pg::PgOptions::default()
+    };
+    let mut backends = bdk_server::backend::Backends::new(args.database_url.clone(), pg_options);
     for project in projects {
         let dir = mount::state_dir(&project, args.state_root.as_deref());
         let (resolved, provider) = mount::provider(&project, ModelLayer::default());
@@ -126,9 +133,13 @@ async fn serve(
         let reminder_slot = bdk_engine::reminders::tools::ReminderSlot::default();
         let tools = embed.registry_with_reminders(&project, &dir, &reminder_slot)?;
         evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
-        let (agent, recovered) = mount::mount_with(project, &dir, provider, tools, options, &reminder_slot).await?;
+        let store = backends.open(&project, &dir).await?;
+        let backend = store.backend();
+        let (agent, recovered) =
+            mount::mount_on(project, &dir, store, provider, tools, options, &reminder_slot).await?;
         tracing::info!(
             agent = %slug,
+            backend,
             provider = %info.provider,
             model = %info.model,
             state = %dir.display(),

@@ -12,6 +12,7 @@ mod mcp;
 mod native;
 mod openapi_fuzz;
 mod playground;
+mod replicas;
 mod run;
 mod sandbox;
 mod schedules;

@@ -53,7 +53,7 @@ impl Server {
         // No model settings or provider keys from the environment: each test's agent.toml decides.
         let model_vars = ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY"];
         let keys = ["XAI_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
-        for var in model_vars.into_iter().chain(keys).chain(["BDK_BEARER_TOKEN"]) {
+        for var in model_vars.into_iter().chain(keys).chain(["BDK_BEARER_TOKEN", "BDK_DATABASE_URL"]) {
             command.env_remove(var);
         }
         command.envs(envs.iter().copied());

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound as _, Utc};
 use croner::Cron;
 
 /// A parsed schedule expression.
@@ -19,14 +19,16 @@ impl CronExpr {
         bdk_project::formats::schedule::parse_cron(expr).map(|cron| Self { cron })
     }
 
-    /// The first occurrence strictly after `t`.
+    /// The first occurrence strictly after `t`, in whole seconds. croner keeps the sub-second
+    /// part of `t`; the occurrence is the same instant for every process only without it (the
+    /// firing key of several replicas must agree).
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron.find_next_occurrence(&t, false).ok()
+        self.cron.find_next_occurrence(&t, false).ok().map(|due| due.trunc_subsecs(0))
     }
 
-    /// The latest occurrence at or before `t`.
+    /// The latest occurrence at or before `t`, in whole seconds.
     pub fn latest_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.cron.find_previous_occurrence(&t, true).ok()
+        self.cron.find_previous_occurrence(&t, true).ok().map(|due| due.trunc_subsecs(0))
     }
 }
 
@@ -75,6 +77,14 @@ mod tests {
         assert_eq!(next("* * * * *", at(2026, 3, 1, 9, 0)), at(2026, 3, 1, 9, 1));
         let mid = at(2026, 3, 1, 9, 0) + chrono::Duration::seconds(30);
         assert_eq!(next("* * * * *", mid), at(2026, 3, 1, 9, 1));
+        // Woken a little late, with a sub-second clock: still the whole-second occurrence, so
+        // every replica claims the same firing key.
+        let late = at(2026, 3, 1, 9, 1) + chrono::Duration::microseconds(117_803);
+        assert_eq!(next("* * * * *", late), at(2026, 3, 1, 9, 2));
+        let early = at(2026, 3, 1, 9, 0) + chrono::Duration::microseconds(999_999);
+        assert_eq!(next("* * * * *", early), at(2026, 3, 1, 9, 1));
+        let cron = CronExpr::parse("* * * * *").unwrap();
+        assert_eq!(cron.latest_at_or_before(late), Some(at(2026, 3, 1, 9, 1)));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use bdk_protocol::{Event, SessionId};
 use tokio::sync::OnceCell;
 
+pub(crate) use host_data::check_path;
 pub use layout::Layout;
 pub use log::FsStoreOptions;
 pub use syncs::SyncStats;

@@ -1,5 +1,6 @@
 //! Behaviour tests of the filesystem backend through the public traits.
 
+mod conformance;
 mod durability;
 mod follow;
 mod host_data;

@@ -1,0 +1,205 @@
+//! Several `bdk serve` processes on one PostgreSQL database (`BDK_TEST_DATABASE_URL`, a fresh
+//! schema per test; skipped loudly without it): a session created on one replica is streamed
+//! from a second and followed up on a third with the same events everywhere, and a schedule due
+//! while three replicas run fires once. Every wait has a timeout.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::serve::{Server, client, within, write_project};
+
+async fn post(url: String, body: Value) -> (u16, Value) {
+    let response = within("a POST", client().post(url).json(&body).send()).await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn events(url: String) -> Vec<Value> {
+    let text = within("events", async { client().get(url).send().await.unwrap().text().await.unwrap() }).await;
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Reads the live stream at `url` until an event of type `until`; returns what it read.
+async fn stream_until(url: String, until: &str) -> Vec<Value> {
+    within("the stream", async {
+        let mut response = client().get(url).send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let (mut buffer, mut seen) = (Vec::new(), Vec::new());
+        loop {
+            while let Some(pos) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=pos).collect();
+                let event: Value = serde_json::from_slice(&line).unwrap();
+                let done = event["type"] == until;
+                seen.push(event);
+                if done {
+                    return seen;
+                }
+            }
+            match response.chunk().await.unwrap() {
+                Some(chunk) => buffer.extend_from_slice(&chunk),
+                None => panic!("the stream ended before {until}: {seen:?}"),
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_across_replicas() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_session").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "relay", &["text = \"first answer\"", "text = \"second answer\""]);
+    let url = db.url();
+    let replicas: Vec<Server> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let state = root.path().join(format!("state-{name}"));
+            Server::start(&[
+                "--dir",
+                project.to_str().unwrap(),
+                "--state-root",
+                state.to_str().unwrap(),
+                "--database-url",
+                &url,
+            ])
+        })
+        .collect();
+    let base = |i: usize| format!("{}/relay", replicas[i].origin);
+
+    // Created on a, followed live on b.
+    let (status, started) = post(format!("{}/v1/session", base(0)), json!({"message": "hello"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let token = started["continuationToken"].as_str().unwrap().to_owned();
+    let live = stream_until(format!("{}/v1/session/{id}/stream", base(1)), "session.waiting").await;
+    let text = live.iter().find(|e| e["type"] == "message.completed").unwrap();
+    assert_eq!(text["data"]["text"], json!("first answer"));
+
+    // Followed up on c; a stale token is refused there and on a.
+    let (status, reply) =
+        post(format!("{}/v1/session/{id}", base(2)), json!({"continuationToken": token, "message": "more"})).await;
+    assert_eq!(status, 200, "{reply}");
+    let rotated = reply["continuationToken"].as_str().unwrap().to_owned();
+    assert_ne!(rotated, token);
+    let (status, stale) =
+        post(format!("{}/v1/session/{id}", base(2)), json!({"continuationToken": token, "message": "again"})).await;
+    assert_eq!(status, 409, "{stale}");
+    let tail =
+        stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", base(1), live.len()), "session.waiting").await;
+    // c's scripted model served the follow-up: its script starts at its first step.
+    let text = tail.iter().find(|e| e["type"] == "message.completed").unwrap();
+    assert_eq!(text["data"]["text"], json!("first answer"));
+
+    // Every replica reads the same log: dense, identical.
+    let all: Vec<Vec<Value>> = {
+        let mut out = Vec::new();
+        for i in 0..3 {
+            out.push(events(format!("{}/v1/session/{id}/events", base(i))).await);
+        }
+        out
+    };
+    assert_eq!(all[0], all[1]);
+    assert_eq!(all[1], all[2]);
+    for (i, event) in all[0].iter().enumerate() {
+        assert_eq!(event["index"], json!(i));
+    }
+    assert_eq!(all[0].iter().filter(|e| e["type"] == "turn.completed").count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_due_while_three_replicas_run_fires_once() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_schedule").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "cron", &["text = \"tick\""]);
+    std::fs::create_dir_all(project.join("bot/schedules")).unwrap();
+    std::fs::write(project.join("bot/schedules/tick.toml"), "cron = \"* * * * *\"\nprompt = \"Tick.\"\n").unwrap();
+    let url = db.url();
+    let _replicas: Vec<Server> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let state = root.path().join(format!("state-{name}"));
+            Server::start(&[
+                "--dir",
+                project.to_str().unwrap(),
+                "--state-root",
+                state.to_str().unwrap(),
+                "--database-url",
+                &url,
+            ])
+        })
+        .collect();
+
+    let (client_db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    // The next minute boundary is at most 60 s away; then give the losers time to (not) fire.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let fired_at = loop {
+        let rows = client_db
+            .query("SELECT due_at FROM bdk_firings WHERE agent = 'cron' AND kind = 'schedule' AND owner = 'tick'", &[])
+            .await
+            .unwrap();
+        if let Some(row) = rows.first() {
+            break row.get::<_, chrono::DateTime<chrono::Utc>>(0);
+        }
+        assert!(Instant::now() < deadline, "the schedule never fired");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let firings = client_db
+        .query_one(
+            "SELECT count(*) FROM bdk_firings WHERE agent = 'cron' AND owner = 'tick' AND due_at = $1",
+            &[&fired_at],
+        )
+        .await
+        .unwrap();
+    assert_eq!(firings.get::<_, i64>(0), 1);
+    let sessions = client_db.query("SELECT record FROM bdk_sessions WHERE agent = 'cron'", &[]).await.unwrap();
+    let records: Vec<String> = sessions.iter().map(|r| r.get(0)).collect();
+    let all = client_db.query("SELECT record FROM bdk_firings", &[]).await.unwrap();
+    let all: Vec<String> = all.iter().map(|r| r.get(0)).collect();
+    assert_eq!(records.len(), 1, "one firing started one session, not one per replica: {records:#?} {all:#?}");
+}
+
+#[test]
+fn serve_refuses_an_unreachable_database_naming_it_without_the_password() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "down", &["text = \"x\""]);
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://bdk:hunter2@127.0.0.1:{port}/bdk");
+    let state = root.path().join("state");
+    let (code, stdout, stderr) = super::support::run(&[
+        "serve",
+        "--port",
+        "0",
+        "--dir",
+        project.to_str().unwrap(),
+        "--state-root",
+        state.to_str().unwrap(),
+        "--database-url",
+        &url,
+    ]);
+    assert_ne!(code, 0, "{stdout}");
+    assert!(!stdout.contains("listening on"), "{stdout}");
+    assert!(stderr.contains(&format!("postgres://bdk:***@127.0.0.1:{port}/bdk")), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}
+
+#[test]
+fn a_postgres_storage_toml_without_its_url_variable_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "pgagent", &["text = \"x\""]);
+    std::fs::write(project.join("bot/storage.toml"), "backend = \"postgres\"\nurl_env = \"BDK_TEST_UNSET_DB_URL\"\n")
+        .unwrap();
+    let state = root.path().join("state");
+    let output = super::support::bdk()
+        .args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap()])
+        .env_remove("BDK_DATABASE_URL")
+        .env_remove("BDK_TEST_UNSET_DB_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("BDK_TEST_UNSET_DB_URL is not set"), "{stderr}");
+}

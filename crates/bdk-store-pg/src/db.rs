@@ -1,0 +1,160 @@
+//! [`PgDatabase`]: a connection pool on one database, its schema brought up to date, and the
+//! `LISTEN` task that wakes this replica's followers. Shared by every agent a server mounts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::error::{PgError, Result};
+use crate::migrate::{self, MigrationReport};
+use crate::notify::Notifier;
+
+/// How to open a database. Defaults: 16 connections, 5 s to connect or to wait for a free
+/// connection, migrations applied at open.
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections in the pool (each replica holds at most this many, plus one for `LISTEN`).
+    pub pool_size: usize,
+    /// A schema to use instead of the user's default (`search_path`); tests isolate themselves
+    /// with a fresh one. Letters, digits and `_` only.
+    pub schema: Option<String>,
+    pub connect_timeout: Duration,
+    /// How long a request waits for a free connection before failing as unavailable.
+    pub wait_timeout: Duration,
+    /// Apply pending migrations when opening (`bdk serve` does unless `--no-migrate`).
+    pub migrate: bool,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            pool_size: 16,
+            schema: None,
+            connect_timeout: Duration::from_secs(5),
+            wait_timeout: Duration::from_secs(5),
+            migrate: true,
+        }
+    }
+}
+
+/// One database: its pool, the notifier and what migrating did.
+#[derive(Debug)]
+pub struct PgDatabase {
+    pool: Pool,
+    url: String,
+    pub(crate) notifier: Notifier,
+    migration: MigrationReport,
+}
+
+impl PgDatabase {
+    /// Connects to `url`, checks (or applies) the schema and starts listening for appends.
+    /// Errors name the URL without its password.
+    pub async fn connect(url: &str, options: &PgOptions) -> Result<Arc<PgDatabase>> {
+        let shown = redact_url(url);
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| PgError::Url { url: shown.clone(), reason: e.to_string() })?;
+        config.connect_timeout(options.connect_timeout);
+        if let Some(schema) = &options.schema {
+            if schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(PgError::Url { url: shown, reason: format!("invalid schema name {schema:?}") });
+            }
+            config.options(format!("-c search_path={schema}"));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("bdk");
+        }
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(options.wait_timeout))
+            .create_timeout(Some(options.connect_timeout))
+            .recycle_timeout(Some(options.connect_timeout))
+            .build()
+            .map_err(|e| PgError::Connect { url: shown.clone(), reason: e.to_string() })?;
+        let mut client = pool.get().await.map_err(|e| PgError::Connect {
+            url: shown.clone(),
+            reason: match e {
+                deadpool_postgres::PoolError::Backend(e) => crate::error::describe(&e),
+                other => other.to_string(),
+            },
+        })?;
+        let migration =
+            if options.migrate { migrate::apply(&mut client).await? } else { migrate::check(&client).await? };
+        drop(client);
+        let notifier = Notifier::start(config);
+        Ok(Arc::new(PgDatabase { pool, url: shown, notifier, migration }))
+    }
+
+    /// A pooled connection, or `Unavailable` when none comes in time.
+    pub(crate) async fn client(&self) -> bdk_store::Result<Object> {
+        self.pool.get().await.map_err(crate::error::pool)
+    }
+
+    /// The URL, without its password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// What opening the database did to its schema.
+    pub fn migration(&self) -> &MigrationReport {
+        &self.migration
+    }
+
+    /// Connections open and idle in the pool.
+    pub fn pool_status(&self) -> (usize, usize) {
+        let status = self.pool.status();
+        (status.size, status.available)
+    }
+}
+
+/// `url` with its password replaced by `***`, for messages and logs (URL and key=value forms).
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..].find(['/', '?']).map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
+            }
+        }
+    }
+    // `password=...` as a query parameter or a key=value pair.
+    let mut result = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(pos) = rest.find("password=") {
+        let boundary = pos == 0 || matches!(rest.as_bytes()[pos - 1], b'?' | b'&' | b' ');
+        result.push_str(&rest[..pos + "password=".len()]);
+        rest = &rest[pos + "password=".len()..];
+        if boundary {
+            let end = rest.find(['&', ' ']).unwrap_or(rest.len());
+            result.push_str("***");
+            rest = &rest[end..];
+        }
+    }
+    result.push_str(rest);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(redact_url("postgres://bdk:s3cret@db:5432/bdk"), "postgres://bdk:***@db:5432/bdk");
+        assert_eq!(redact_url("postgres://bdk@db/bdk"), "postgres://bdk@db/bdk");
+        assert_eq!(
+            redact_url("postgresql://u:p@h/d?password=x&sslmode=off"),
+            "postgresql://u:***@h/d?password=***&sslmode=off"
+        );
+        assert_eq!(redact_url("host=db user=u password=hunter2 dbname=d"), "host=db user=u password=*** dbname=d");
+        assert_eq!(redact_url("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
+    }
+}

@@ -1,0 +1,212 @@
+//! [`EventLog`] on PostgreSQL. An append is one transaction: lock the session row, insert the
+//! events at its next indices, and let the trigger check density, move `next_index` and notify
+//! every replica at commit. Followers read rows; signals only wake them (`notify.rs`). A
+//! follower outlives a database outage: it keeps its position and reads again when it is back.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bdk_protocol::event::timestamp_now;
+use bdk_protocol::{Event, SessionId};
+use bdk_store::{BoxFuture, Error, EventFollower, EventLog, EventStream, NewEvent, Result, SharedEvent};
+
+use crate::error::{corrupt, db, encode};
+use crate::notify::{POLL, Signal};
+use crate::store::PgStore;
+
+/// Rows a follower reads at once.
+const CHUNK: i64 = 512;
+
+/// How long a follower waits before reading again while the database is unavailable.
+const UNAVAILABLE_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl PgStore {
+    async fn session_exists(&self, session: &SessionId) -> Result<bool> {
+        let client = self.db.client().await?;
+        let row = client
+            .query_opt("SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &session.as_str()])
+            .await
+            .map_err(db)?;
+        Ok(row.is_some())
+    }
+
+    async fn read_rows(&self, session: &SessionId, from: u64, limit: i64) -> Result<Vec<Event>> {
+        let client = self.db.client().await?;
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let rows = client
+            .query(
+                "SELECT idx, body FROM bdk_events WHERE agent = $1 AND session_id = $2 AND idx >= $3 ORDER BY idx LIMIT $4",
+                &[&&*self.agent, &session.as_str(), &from, &limit],
+            )
+            .await
+            .map_err(db)?;
+        drop(client);
+        if rows.is_empty() && !self.session_exists(session).await? {
+            return Err(Error::SessionNotFound(session.clone()));
+        }
+        rows.iter().map(|row| serde_json::from_str::<Event>(row.get(1)).map_err(|e| corrupt("an event", e))).collect()
+    }
+}
+
+impl EventLog for PgStore {
+    fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            if events.is_empty() {
+                if !self.session_exists(session).await? {
+                    return Err(Error::SessionNotFound(session.clone()));
+                }
+                return Ok(Vec::new());
+            }
+            let mut client = self.db.client().await?;
+            let tx = client.transaction().await.map_err(db)?;
+            let row = tx
+                .query_opt(
+                    "SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2 FOR UPDATE",
+                    &[&&*self.agent, &session.as_str()],
+                )
+                .await
+                .map_err(db)?;
+            let Some(row) = row else {
+                return Err(Error::SessionNotFound(session.clone()));
+            };
+            let first: i64 = row.get(0);
+            let at = timestamp_now();
+            let mut out = Vec::with_capacity(events.len());
+            let mut bodies = Vec::with_capacity(events.len());
+            for (offset, event) in events.into_iter().enumerate() {
+                let event = Event {
+                    index: first as u64 + offset as u64,
+                    session_id: session.clone(),
+                    turn_id: event.turn_id,
+                    at,
+                    data: event.data,
+                };
+                bodies.push(serde_json::to_string(&event).map_err(encode)?);
+                out.push(Arc::new(event));
+            }
+            tx.execute(
+                "INSERT INTO bdk_events (agent, session_id, idx, body) \
+                 SELECT $1, $2, $3 + u.o - 1, u.b FROM unnest($4::text[]) WITH ORDINALITY AS u(b, o)",
+                &[&&*self.agent, &session.as_str(), &first, &bodies],
+            )
+            .await
+            .map_err(db)?;
+            tx.commit().await.map_err(db)?;
+            self.db.notifier.bump(&self.agent, session.as_str());
+            Ok(out)
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, Result<Vec<Event>>> {
+        Box::pin(async move {
+            if limit == Some(0) {
+                return Ok(Vec::new());
+            }
+            let limit = limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+            self.read_rows(session, from, limit).await
+        })
+    }
+
+    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, Result<EventStream>> {
+        Box::pin(async move {
+            // Subscribe before the first read, so nothing appended after it goes unnoticed.
+            let signal = self.db.notifier.subscribe(&self.agent, session.as_str());
+            if !self.session_exists(session).await? {
+                return Err(Error::SessionNotFound(session.clone()));
+            }
+            Ok(Box::new(PgFollower {
+                store: self.clone(),
+                session: session.clone(),
+                next: from,
+                buffer: VecDeque::new(),
+                signal,
+                ended: false,
+            }) as EventStream)
+        })
+    }
+
+    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let client = self.db.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2",
+                    &[&&*self.agent, &session.as_str()],
+                )
+                .await
+                .map_err(db)?;
+            match row {
+                Some(row) => Ok(row.get::<_, i64>(0) as u64),
+                None => Err(Error::SessionNotFound(session.clone())),
+            }
+        })
+    }
+}
+
+/// Replay-then-follow over rows: reads from `next` whenever signalled (or every [`POLL`]).
+#[derive(Debug)]
+struct PgFollower {
+    store: PgStore,
+    session: SessionId,
+    next: u64,
+    buffer: VecDeque<SharedEvent>,
+    signal: Signal,
+    ended: bool,
+}
+
+impl EventFollower for PgFollower {
+    fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>> {
+        Box::pin(async move {
+            loop {
+                if let Some(event) = self.buffer.pop_front() {
+                    return Some(Ok(event));
+                }
+                if self.ended {
+                    return None;
+                }
+                // Mark the signal seen before reading: a later append wakes the wait below.
+                self.signal.receiver.borrow_and_update();
+                match self.store.read_rows(&self.session, self.next, CHUNK).await {
+                    Ok(events) if !events.is_empty() => {
+                        for event in events {
+                            // Rows come in index order from `next`; anything else is skipped.
+                            if event.index == self.next {
+                                self.next += 1;
+                                self.buffer.push_back(Arc::new(event));
+                            }
+                        }
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(Error::SessionNotFound(_)) => {
+                        self.ended = true;
+                        return None;
+                    }
+                    // The database is away for a moment: keep the position and read again.
+                    Err(Error::Unavailable(error)) => {
+                        tracing::debug!(session = %self.session, %error, "follower waiting for the database");
+                        tokio::time::sleep(UNAVAILABLE_RETRY).await;
+                        continue;
+                    }
+                    Err(error) => {
+                        self.ended = true;
+                        return Some(Err(error));
+                    }
+                }
+                tokio::select! {
+                    changed = self.signal.receiver.changed() => {
+                        if changed.is_err() {
+                            tokio::time::sleep(POLL).await;
+                        }
+                    }
+                    () = tokio::time::sleep(POLL) => {}
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,136 @@
+//! Waking followers: a registry of per-session signals on this replica, bumped on every local
+//! append and by the `LISTEN bdk_events` connection for appends and deletes on any replica. A
+//! signal only says "look again": followers read rows, so a lost or merged notification costs
+//! latency, never an event (followers also look again every [`POLL`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// The channel the event trigger notifies on.
+pub(crate) const CHANNEL: &str = "bdk_events";
+
+/// How long a follower waits without a signal before it reads again anyway.
+pub(crate) const POLL: Duration = Duration::from_secs(2);
+
+type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Registry {
+    signals: Mutex<HashMap<Key, Weak<watch::Sender<u64>>>>,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Weak<watch::Sender<u64>>>> {
+        self.signals.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bump(&self, key: &Key) {
+        let sender = self.lock().get(key).and_then(Weak::upgrade);
+        if let Some(sender) = sender {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    fn bump_all(&self) {
+        let senders: Vec<_> = self.lock().values().filter_map(Weak::upgrade).collect();
+        for sender in senders {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// A follower's subscription: dropping the last one of a session frees its slot.
+#[derive(Debug)]
+pub(crate) struct Signal {
+    _sender: Arc<watch::Sender<u64>>,
+    pub receiver: watch::Receiver<u64>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Notifier {
+    registry: Arc<Registry>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Notifier {
+    /// Starts the listening task on its own connection (reconnecting with backoff).
+    pub fn start(config: tokio_postgres::Config) -> Notifier {
+        let registry = Arc::new(Registry::default());
+        let task = tokio::spawn(listen(config, Arc::downgrade(&registry)));
+        Notifier { registry, task }
+    }
+
+    pub fn subscribe(&self, agent: &str, session: &str) -> Signal {
+        let key = (agent.to_owned(), session.to_owned());
+        let mut signals = self.registry.lock();
+        signals.retain(|_, weak| weak.strong_count() > 0);
+        let sender = match signals.get(&key).and_then(Weak::upgrade) {
+            Some(sender) => sender,
+            None => {
+                let sender = Arc::new(watch::channel(0).0);
+                signals.insert(key, Arc::downgrade(&sender));
+                sender
+            }
+        };
+        let receiver = sender.subscribe();
+        Signal { _sender: sender, receiver }
+    }
+
+    /// Wakes this replica's followers of a session (after a local append or delete).
+    pub fn bump(&self, agent: &str, session: &str) {
+        self.registry.bump(&(agent.to_owned(), session.to_owned()));
+    }
+}
+
+async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if let Ok((client, mut connection)) = config.connect(NoTls).await {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            let driver = tokio::spawn(async move {
+                let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+                while let Some(Ok(message)) = messages.next().await {
+                    if let AsyncMessage::Notification(n) = message
+                        && tx.send(n.payload().to_owned()).is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
+                backoff = Duration::from_millis(100);
+                // Anything appended while we were not listening: everyone looks again.
+                match registry.upgrade() {
+                    Some(registry) => registry.bump_all(),
+                    None => return,
+                }
+                while let Some(payload) = rx.recv().await {
+                    let Some(registry) = registry.upgrade() else { return };
+                    let mut parts = payload.splitn(3, ' ');
+                    if let (Some(agent), Some(session)) = (parts.next(), parts.next()) {
+                        registry.bump(&(agent.to_owned(), session.to_owned()));
+                    }
+                }
+                tracing::warn!("the database notification connection closed; reconnecting");
+            }
+            driver.abort();
+        }
+        let Some(registry) = registry.upgrade() else { return };
+        registry.bump_all();
+        drop(registry);
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}

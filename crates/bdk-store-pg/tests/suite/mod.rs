@@ -1,0 +1,3 @@
+mod conformance;
+mod database;
+mod support;

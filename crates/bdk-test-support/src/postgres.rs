@@ -1,0 +1,98 @@
+//! A PostgreSQL database for tests: `BDK_TEST_DATABASE_URL` names the server (`.ci/run` sets it to
+//! the machine's PostgreSQL); each test gets a fresh schema of its own, dropped when the
+//! [`TestDb`] is, so parallel tests and parallel CI runs never see each other's rows. Without the
+//! variable (or with a server that does not answer) [`fresh`] prints a loud SKIPPED notice and
+//! returns `None`.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let Some(db) = bdk_test_support::postgres::fresh("my_test").await else { return };
+//! // connect to db.url(): its search_path is the fresh schema
+//! # }
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio_postgres::NoTls;
+
+/// The variable naming the test server.
+pub const ENV: &str = "BDK_TEST_DATABASE_URL";
+
+/// A fresh schema on the test server.
+#[derive(Debug)]
+pub struct TestDb {
+    base: String,
+    schema: String,
+}
+
+impl TestDb {
+    /// The server URL as given.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The schema's name (letters, digits, `_`).
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// A URL whose connections use this schema (`options=-c search_path=...`).
+    pub fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.schema)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let (base, schema) = (self.base.clone(), self.schema.clone());
+        // Drop runs inside or outside a runtime: use a thread with its own.
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            runtime.block_on(async move {
+                if let Ok((client, connection)) = tokio_postgres::connect(&base, NoTls).await {
+                    let driver = tokio::spawn(connection);
+                    let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+                    drop(client);
+                    let _ = driver.await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// A fresh schema named after `label`, or `None` (after a loud SKIPPED notice) when
+/// `BDK_TEST_DATABASE_URL` is unset. A set variable whose server does not answer fails the test:
+/// a configured database that is down must not turn into a silent pass.
+pub async fn fresh(label: &str) -> Option<TestDb> {
+    let Ok(base) = std::env::var(ENV) else {
+        eprintln!(
+            "\n*** SKIPPED ({label}): {ENV} is not set; PostgreSQL tests need a server, e.g. \
+             {ENV}=postgres://postgres@127.0.0.1:5432/test (see README, Testing) ***\n"
+        );
+        return None;
+    };
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let clean: String = label.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(20).collect();
+    let schema = format!(
+        "bdk_t_{}_{}_{}_{:x}",
+        clean.to_ascii_lowercase(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos
+    );
+    let (client, connection) = match tokio_postgres::connect(&base, NoTls).await {
+        Ok(pair) => pair,
+        Err(error) => panic!("{ENV} is set but the server does not answer: {error}"),
+    };
+    let driver = tokio::spawn(connection);
+    if let Err(error) = client.batch_execute(&format!("CREATE SCHEMA {schema}")).await {
+        panic!("cannot create the test schema {schema}: {error}");
+    }
+    drop(client);
+    let _ = driver.await;
+    Some(TestDb { base, schema })
+}
