@@ -56,9 +56,11 @@ fn schemathesis_finds_no_server_errors() {
     ]);
     let reports = root.path().join("reports");
     let mut child = Command::new(peer.join("venv/bin/schemathesis"))
+        // One worker: hypothesis describes lambdas through `ast`, whose recursion guard CPython 3.11
+        // does not keep per thread ("AST constructor recursion depth mismatch" with two workers).
         .arg("run")
         .arg(format!("{}/v1/openapi.json", server.origin))
-        .args(["--checks", "not_a_server_error", "--max-examples", "25", "--workers", "2"])
+        .args(["--checks", "not_a_server_error", "--max-examples", "25", "--workers", "1"])
         .args(["--phases", "examples,coverage,fuzzing", "--request-timeout", "10", "--seed", "1"])
         .args(["--suppress-health-check", "all", "--no-color", "--max-redirects", "0"])
         .args(["--exclude-path-regex", "/stream$"])

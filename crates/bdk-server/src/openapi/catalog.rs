@@ -89,6 +89,14 @@ pub fn catalog() -> Vec<Op> {
             .not_found()
             .conflict()
             .tag("tools"),
+        op("GET", "/v1/abs", "A/B experiments with assignments and per-arm totals").object().tag("abs"),
+        op("GET", "/v1/artifacts", "The caller's artifacts, newest-updated first")
+            .query("kind", "string", "Only artifacts of this kind.")
+            .session_id_query()
+            .query("limit", "integer", "At most this many artifacts.")
+            .object()
+            .tag("artifacts"),
+        op("GET", "/v1/artifacts/{id}/content", "Download an artifact's content").any().not_found().tag("artifacts"),
         op("GET", "/v1/dev/evals", "The discovered evals").object().not_found().tag("evals"),
         op("GET", "/v1/dev/evals/runs", "Eval runs, newest first").object().not_found().tag("evals"),
         op("POST", "/v1/dev/evals/runs", "Start an eval run")
@@ -179,5 +187,43 @@ pub fn catalog() -> Vec<Op> {
             .body_object(&[])
             .object()
             .tag("host"),
+        op("GET", "/v1/host/mcp/servers", "The agent's MCP connections").auth(Auth::HostToken).object().tag("host"),
+        op("POST", "/v1/host/mcp/tools", "List an MCP server's tools")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/mcp/call", "Call an MCP server's tool")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/artifacts/tag", "Tag an artifact")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/artifacts/list", "List the caller's artifacts")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/github/comment", "Comment on the calling session's pull request")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/github/review", "Review the calling session's pull request")
+            .auth(Auth::HostToken)
+            .body_object(&[])
+            .object()
+            .tag("host"),
+        // Channels: GitHub deliveries fanned out to every GitHub channel (direct loopback only).
+        op("POST", "/v1/webhooks/github", "Fan a GitHub delivery out to every GitHub channel")
+            .host()
+            .open()
+            .body_object(&[])
+            .object()
+            .tag("channels"),
     ]
 }
