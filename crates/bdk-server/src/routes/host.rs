@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::routes::OkJson;
 use crate::routes::health::Health;
 use crate::state::AppState;
+use crate::web::escape;
 
 pub fn routes(state: AppState) -> Router {
     let mut router = Router::new().route("/v1/health", get(host_health));
@@ -88,22 +89,6 @@ async fn index(State(state): State<AppState>) -> Html<String> {
     }
     page.push_str("</p>\n</body></html>\n");
     Html(page)
-}
-
-/// Escapes text for HTML element content and double-quoted attributes.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
