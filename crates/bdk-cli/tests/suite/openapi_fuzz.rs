@@ -8,10 +8,11 @@
 //! `GET .../events`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use super::serve::Server;
+use super::support::{OutputWithin, text};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(420);
 
@@ -55,7 +56,7 @@ fn schemathesis_finds_no_server_errors() {
         "--no-control-plane",
     ]);
     let reports = root.path().join("reports");
-    let mut child = Command::new(peer.join("venv/bin/schemathesis"))
+    let output = Command::new(peer.join("venv/bin/schemathesis"))
         // One worker: hypothesis describes lambdas through `ast`, whose recursion guard CPython 3.11
         // does not keep per thread ("AST constructor recursion depth mismatch" with two workers).
         .arg("run")
@@ -68,27 +69,11 @@ fn schemathesis_finds_no_server_errors() {
         .arg(&reports)
         // Its cache (`.schemathesis/`) goes to the temporary folder, not the checkout.
         .current_dir(root.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run schemathesis");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .output_until(RUN_TIMEOUT)
+        .unwrap_or_else(|partial| panic!("schemathesis ran over {RUN_TIMEOUT:?}:\n{}", text(&partial)));
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     println!("{stdout}\n{stderr}");
-    let status = status.unwrap_or_else(|| panic!("schemathesis ran over {RUN_TIMEOUT:?}:\n{stdout}\n{stderr}"));
-    assert!(status.success(), "schemathesis found failures:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "schemathesis found failures:\n{stdout}\n{stderr}");
     // It really tested the API (not an empty document).
     assert!(stdout.contains("/v1/session"), "{stdout}");
     drop(server);

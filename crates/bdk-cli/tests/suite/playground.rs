@@ -8,9 +8,10 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::serve::{Server, write_project};
+use super::support::{OutputWithin, text};
 
 /// The whole browser run (seconds of work; generous for a loaded machine).
 const RUN_TIMEOUT: Duration = Duration::from_secs(240);
@@ -79,7 +80,7 @@ fn the_playground_works_in_a_real_browser() {
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), Into::into);
     let artifacts = target.join("browser-artifacts/playground");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/playground.mjs");
-    let mut child = Command::new("node")
+    let output = Command::new("node")
         .arg(&script)
         .env("BDK_URL", &server.origin)
         .env("BDK_TOKEN_ALICE", "alice-browser-secret")
@@ -87,27 +88,11 @@ fn the_playground_works_in_a_real_browser() {
         .env("CHROMIUM", &chromium)
         .env("PLAYWRIGHT", &playwright)
         .env("ARTIFACTS", &artifacts)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run node");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > RUN_TIMEOUT {
-            let _ = child.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .output_until(RUN_TIMEOUT)
+        .unwrap_or_else(|partial| panic!("the browser run took over {RUN_TIMEOUT:?}:\n{}", text(&partial)));
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     println!("{stdout}\n{stderr}\nscreenshots: {}", artifacts.display());
-    let status = status.unwrap_or_else(|| panic!("the browser run took over {RUN_TIMEOUT:?}:\n{stdout}\n{stderr}"));
-    assert!(status.success(), "the browser run failed:\n{stdout}\n{stderr}");
+    assert!(output.status.success(), "the browser run failed:\n{stdout}\n{stderr}");
     assert!(artifacts.join("09-deep-link-refused.png").is_file());
     drop(server);
 }

@@ -3,6 +3,7 @@
 //! from a second and followed up on a third with the same events everywhere, and a schedule due
 //! while three replicas run fires once. Every wait has a timeout.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -45,26 +46,31 @@ async fn stream_until(url: String, until: &str) -> Vec<Value> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_session_moves_across_replicas() {
-    let Some(db) = bdk_test_support::postgres::fresh("replicas_session").await else { return };
-    let root = tempfile::tempdir().unwrap();
-    let project = write_project(root.path(), "relay", &["text = \"first answer\"", "text = \"second answer\""]);
-    let url = db.url();
-    let replicas: Vec<Server> = ["a", "b", "c"]
+/// Three `bdk serve` replicas of `project` on the database at `url`, each with its own state root.
+fn three_replicas(root: &Path, project: &Path, url: &str) -> Vec<Server> {
+    ["a", "b", "c"]
         .iter()
         .map(|name| {
-            let state = root.path().join(format!("state-{name}"));
+            let state = root.join(format!("state-{name}"));
             Server::start(&[
                 "--dir",
                 project.to_str().unwrap(),
                 "--state-root",
                 state.to_str().unwrap(),
                 "--database-url",
-                &url,
+                url,
             ])
         })
-        .collect();
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moves_across_replicas() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_session").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "relay", &["text = \"first answer\"", "text = \"second answer\""]);
+    let url = db.url();
+    let replicas = three_replicas(root.path(), &project, &url);
     let base = |i: usize| format!("{}/relay", replicas[i].origin);
 
     // Created on a, followed live on b.
@@ -115,20 +121,7 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
     std::fs::create_dir_all(project.join("bot/schedules")).unwrap();
     std::fs::write(project.join("bot/schedules/tick.toml"), "cron = \"* * * * *\"\nprompt = \"Tick.\"\n").unwrap();
     let url = db.url();
-    let _replicas: Vec<Server> = ["a", "b", "c"]
-        .iter()
-        .map(|name| {
-            let state = root.path().join(format!("state-{name}"));
-            Server::start(&[
-                "--dir",
-                project.to_str().unwrap(),
-                "--state-root",
-                state.to_str().unwrap(),
-                "--database-url",
-                &url,
-            ])
-        })
-        .collect();
+    let _replicas = three_replicas(root.path(), &project, &url);
 
     let (client_db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);

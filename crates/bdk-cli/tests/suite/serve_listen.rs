@@ -4,13 +4,12 @@
 //! `BDK_BEARER_TOKEN` turns on bearer auth.
 
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::serve::{Server, client, write_project};
-use super::support::bdk;
+use super::support::{OutputWithin, bdk};
 
 /// SIGTERM, then the exit status and stderr.
 fn stop(server: Server) -> (Option<i32>, String) {
@@ -49,22 +48,7 @@ fn a_busy_explicit_port_exits_3() {
     let project = write_project(root.path(), "hello", &[]);
     let held = TcpListener::bind(("127.0.0.1", 0)).unwrap();
     let port = held.local_addr().unwrap().port().to_string();
-    let mut child = bdk()
-        .args(["serve", "--mode", "single", "--port", &port, "--dir"])
-        .arg(&project)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("bdk serve kept running on a busy explicit port");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = bdk().args(["serve", "--mode", "single", "--port", &port, "--dir"]).arg(&project).output_within();
     assert_eq!(output.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(&format!("127.0.0.1:{port}")) && stderr.contains("in use"), "{stderr}");

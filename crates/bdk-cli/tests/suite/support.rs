@@ -13,20 +13,30 @@ pub fn bdk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bdk"))
 }
 
-/// `Command::output` with [`COMMAND_TIMEOUT`]: the child is killed and the test panics when it
-/// runs past it. Stdin is empty, as with `output`.
+/// `Command::output` with a time limit. Stdin is empty, as with `output`; stdout and stderr are
+/// drained while the command runs, so a chatty command cannot block on a full pipe.
 pub trait OutputWithin {
-    fn output_within(&mut self) -> Output;
+    /// Within [`COMMAND_TIMEOUT`]: past it the child is killed and the test panics.
+    fn output_within(&mut self) -> Output {
+        let limit = COMMAND_TIMEOUT;
+        self.output_until(limit).unwrap_or_else(|_| panic!("{} ran past {limit:?}", self.shown()))
+    }
+
+    /// Within `limit`: past it the child is killed and `Err` holds what it printed until then.
+    fn output_until(&mut self, limit: Duration) -> Result<Output, Output>;
+
+    /// The program and its arguments, for messages.
+    fn shown(&self) -> String;
 }
 
 impl OutputWithin for Command {
-    fn output_within(&mut self) -> Output {
+    fn output_until(&mut self, limit: Duration) -> Result<Output, Output> {
         let mut child = self
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {:?}: {e}", self.get_program()));
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.shown()));
         let drain = |mut pipe: Box<dyn Read + Send>| {
             std::thread::spawn(move || {
                 let mut bytes = Vec::new();
@@ -37,23 +47,28 @@ impl OutputWithin for Command {
         let stdout = drain(Box::new(child.stdout.take().unwrap()));
         let stderr = drain(Box::new(child.stderr.take().unwrap()));
         let started = Instant::now();
-        let status = loop {
+        let (status, in_time) = loop {
             if let Some(status) = child.try_wait().unwrap() {
-                break status;
+                break (status, true);
             }
-            if started.elapsed() > COMMAND_TIMEOUT {
+            if started.elapsed() > limit {
                 let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "{:?} {:?} ran past {COMMAND_TIMEOUT:?}",
-                    self.get_program(),
-                    self.get_args().collect::<Vec<_>>()
-                );
+                break (child.wait().unwrap(), false);
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+        let output = Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
+        if in_time { Ok(output) } else { Err(output) }
     }
+
+    fn shown(&self) -> String {
+        format!("{:?} {:?}", self.get_program(), self.get_args().collect::<Vec<_>>())
+    }
+}
+
+/// A finished command's stdout and stderr, for failure messages.
+pub fn text(output: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
 /// Runs `bdk` with `args`; returns (exit code, stdout, stderr).
