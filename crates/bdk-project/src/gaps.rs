@@ -9,6 +9,14 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
     let mut warn = |file: &str, what: &str| {
         diags.report(Code::NotRunYet, Some(file), None, format!("{file}: {what} does not run yet in this build"));
     };
+    if let Some(storage) = &project.storage {
+        if !storage.debounce.is_zero() {
+            warn(&storage.file, "`policy.debounce_ms` (every write is synced as it happens)");
+        }
+        if storage.restore_max_sessions.is_some() || storage.restore_max_age.is_some() {
+            warn(&storage.file, "`policy.restore` (start-up recovers every open session)");
+        }
+    }
     if project.harness.cwd.is_some() {
         let file = project.bot_dir.join("agent.toml");
         let shown = file.strip_prefix(&project.dir).unwrap_or(&file).display().to_string();

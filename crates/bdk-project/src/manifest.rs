@@ -349,11 +349,7 @@ fn schedule_info(s: &crate::model::ScheduleDef, now: DateTime<Utc>) -> ScheduleI
         kind: kind.to_owned(),
         prompt,
         run,
-        // A `receive` schedule does not run yet (channels are not built): no next firing.
-        next_fire_at: (kind != "receive")
-            .then(|| schedule::next_fire(&s.cron, now))
-            .flatten()
-            .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        next_fire_at: schedule::next_fire(&s.cron, now).map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
         receive,
         last_firing: None,
     }

@@ -1,6 +1,7 @@
 //! Parts that validate but do not run yet say so: `local.cwd` gets one `not_run_yet` warning on
-//! `agent.toml`; skills, subagents, hooks, channels, MCP connections, artifacts, the result gate,
-//! A/B experiments and extension config (which run) get none.
+//! `agent.toml`, and `storage.toml`'s debounce and restore policies one each; skills, subagents,
+//! hooks, channels, MCP connections, artifacts, the result gate, A/B experiments and extension
+//! config (which run) get none.
 
 use super::fixture::Fixture;
 
@@ -8,6 +9,7 @@ use super::fixture::Fixture;
 fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
     let (_fx, project) = Fixture::new()
         .file("bot/agent.toml", "[local]\ncwd = \"repo\"\n")
+        .file("bot/storage.toml", "[policy]\ndebounce_ms = 500\n[policy.restore]\nmax_sessions = 10\n")
         .file("bot/hooks/audit.toml", "events = [\"*\"]\n[sink]\nkind = \"file\"\npath = \"audit.ndjson\"\n")
         .file("bot/artifacts.toml", "[kinds.report]\ndescription = \"A report.\"\n")
         .file("bot/result.toml", "command = [\"sh\", \"-c\", \"cat\"]\n")
@@ -29,7 +31,7 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .collect();
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(files, ["bot/agent.toml"], "{found:#?}");
+    assert_eq!(files, ["bot/agent.toml", "bot/storage.toml", "bot/storage.toml"], "{found:#?}");
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",
