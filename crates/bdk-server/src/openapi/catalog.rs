@@ -218,6 +218,23 @@ pub fn catalog() -> Vec<Op> {
             .body_object(&[])
             .object()
             .tag("host"),
+        // MCP: streamable HTTP (JSON-RPC bodies; answers JSON or an SSE stream; GET and DELETE
+        // answer 405, the server keeps no MCP sessions).
+        op("POST", "/v1/mcp", "The agent as an MCP server (ask, check, call_tool)").body_object(&[]).any().tag("mcp"),
+        op("POST", "/v1/mcp/tools", "The agent's tools as an MCP server").body_object(&[]).any().tag("mcp"),
+        // Channels: each verifies its own signature or token, never the auth chain.
+        op("POST", "/v1/channels/{channel}", "A channel delivery (webhook, Slack events, GitHub)")
+            .open()
+            .body_object(&[])
+            .any()
+            .not_found()
+            .tag("channels"),
+        op("POST", "/v1/channels/{channel}/{*rest}", "A channel delivery on a sub-path")
+            .open()
+            .body_object(&[])
+            .any()
+            .not_found()
+            .tag("channels"),
         // Channels: GitHub deliveries fanned out to every GitHub channel (direct loopback only).
         op("POST", "/v1/webhooks/github", "Fan a GitHub delivery out to every GitHub channel")
             .host()

@@ -35,12 +35,17 @@ fn routes_in_source() -> BTreeSet<(String, String)> {
     found
 }
 
-/// `(path, methods)` of each `.route("path", <method router>)` call in `text`.
+/// `(path, methods)` of each `.route("path", <method router>)` and `.route_service("path", ..)`
+/// call in `text`. A service (the MCP endpoint) and an `any(..)` router (channel webhooks) are
+/// listed as POST, the method their clients use; the others answer 405 or the channel's own 404.
 fn route_calls(text: &str) -> Vec<(String, Vec<String>)> {
+    const CALLS: [&str; 2] = [".route(\"", ".route_service(\""];
     let mut out = Vec::new();
     let mut rest = text;
-    while let Some(at) = rest.find(".route(\"") {
-        let after = &rest[at + 8..];
+    while let Some((at, needle)) =
+        CALLS.iter().filter_map(|needle| rest.find(needle).map(|at| (at, *needle))).min_by_key(|(at, _)| *at)
+    {
+        let after = &rest[at + needle.len()..];
         let Some(end) = after.find('"') else { break };
         let path = after[..end].to_owned();
         // The call's argument list: up to the matching close parenthesis.
@@ -61,14 +66,17 @@ fn route_calls(text: &str) -> Vec<(String, Vec<String>)> {
         }
         let args = &after[end + 1..args_end];
         let mut methods = Vec::new();
-        for method in ["get", "post", "put", "delete", "patch"] {
+        if needle.contains("service") {
+            methods.push("POST".to_owned());
+        }
+        for method in ["get", "post", "put", "delete", "patch", "any"] {
             let needle = format!("{method}(");
             let mut from = 0;
             while let Some(pos) = args[from..].find(&needle) {
                 let abs = from + pos;
                 let before = args[..abs].chars().last();
                 if !before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-                    methods.push(method.to_ascii_uppercase());
+                    methods.push(if method == "any" { "POST".to_owned() } else { method.to_ascii_uppercase() });
                     break;
                 }
                 from = abs + needle.len();
@@ -85,6 +93,8 @@ fn the_source_parser_reads_method_chains() {
     let calls =
         route_calls(r#"Router::new().route("/a/{id}", get(list_runs).post(start)).route("/b", post(get_thing))"#);
     assert_eq!(calls, vec![("/a/{id}".into(), vec!["GET".into(), "POST".into()]), ("/b".into(), vec!["POST".into()])]);
+    let calls = route_calls(r#"Router::new().route_service("/m", svc).route("/c/{x}", any(dispatch))"#);
+    assert_eq!(calls, vec![("/m".into(), vec!["POST".into()]), ("/c/{x}".into(), vec!["POST".into()])]);
 }
 
 #[test]
