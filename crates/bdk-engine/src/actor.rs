@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bdk_protocol::event::{
-    AgentBound, FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted as SessionStartedEvent,
-    SessionWaiting, TurnFailStatus, TurnFailed,
+    AgentBound, FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode,
+    SessionStarted as SessionStartedEvent, SessionWaiting, TurnFailStatus, TurnFailed,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::record::SessionStatus;

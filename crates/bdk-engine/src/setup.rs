@@ -11,8 +11,8 @@ use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
 use crate::capabilities::{
-    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, CompactionSpec, HookSinkSpec, HookSpec, ResultGateSpec,
-    SkillSpec, SubagentModel, SubagentSpec,
+    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, CompactionSpec, HookSinkSpec, HookSpec,
+    ResultGateSpec, SkillSpec, SubagentModel, SubagentSpec,
 };
 use crate::types::AgentConfig;
 

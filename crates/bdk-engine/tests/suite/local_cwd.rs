@@ -9,7 +9,8 @@ use super::folder::*;
 use super::support::*;
 
 /// An agent tool that prints the folder it runs in.
-const PWD: &str = "description = \"Print the working directory.\"\nexecution = \"agent\"\nscript = \"#!/bin/sh\\npwd\\n\"\n";
+const PWD: &str =
+    "description = \"Print the working directory.\"\nexecution = \"agent\"\nscript = \"#!/bin/sh\\npwd\\n\"\n";
 
 async fn pwd_of_a_turn(folder: &Folder) -> (bdk_protocol::SessionId, String) {
     folder.model.push(calls(&[("c1", "pwd", "{}")], (10, 5)));

@@ -187,7 +187,10 @@ fn compaction_of(file: CompactionFile, src: &SourceFile, diags: &mut Diagnostics
             Code::InvalidValue,
             Some(&src.rel),
             src.pos_of_key("threshold"),
-            format!("{}: `compaction.threshold` is {t}; it must be a share of the context window, above 0 and at most 1", src.rel),
+            format!(
+                "{}: `compaction.threshold` is {t}; it must be a share of the context window, above 0 and at most 1",
+                src.rel
+            ),
         ),
         Some(t) => compaction.threshold = t,
         None => {}
