@@ -270,8 +270,10 @@ async fn drive(
         emit.push(EventData::StepStarted(StepStarted { step }));
         let mut step_started = Instant::now();
         let output = loop {
-            let (estimated, bytes) = compactor.budget.estimate(&request);
-            let model_stream = provider.stream(request.clone(), cancel.child_token());
+            // Sizing a request serializes it: only when a window is known to measure against.
+            let sized = compactor.on && compactor.window.is_some();
+            let (estimated, bytes) = if sized { compactor.budget.estimate(&request) } else { (0, 0) };
+            let model_stream = provider.stream(std::mem::take(&mut request), cancel.child_token());
             let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
             let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
             usage.add(&output.usage);
@@ -286,6 +288,7 @@ async fn drive(
                     }
                     compactor.refused = true;
                     let window = compactor.window.unwrap_or(0);
+                    let estimated = if sized { estimated } else { compactor.budget.estimate(&build(&messages)).0 };
                     let measure =
                         compaction::Measure { estimated_tokens: estimated, window, reason: compaction::REFUSED };
                     emit.flush().await?;
@@ -302,7 +305,9 @@ async fn drive(
                 StepEnd::TooLarge(message) => return Err(Stop::Failed(FailureCode::OutputTooLarge, message)),
                 StepEnd::Finished => {}
             }
-            compactor.budget.reported(&output.usage, bytes);
+            if sized {
+                compactor.budget.reported(&output.usage, bytes);
+            }
             break output;
         };
         emit.push(EventData::StepCompleted(StepCompleted {
