@@ -6,9 +6,11 @@
 //! Policy (`agent.toml` `[compaction]`, `[model] context_window`):
 //! - The window is `[model] context_window`, else the built-in table's for the turn's model
 //!   (`bdk_model::context_window_for`); with neither, only a provider's refusal triggers.
-//! - A request is estimated from the previous step's reported input tokens plus a quarter of
-//!   the bytes added since (the first step of a turn, or after a compaction: a quarter of the
-//!   request's JSON bytes). Above `threshold` × window, the conversation is compacted.
+//! - A request is estimated from the provider's last report plus a quarter of the bytes added
+//!   since: within a turn, the previous step's input tokens; at a turn's start, the input plus
+//!   output tokens of the last completed step in the log (`Conversation::reported_tokens`).
+//!   With no report that applies (none yet, after a compaction), a quarter of the request's
+//!   JSON bytes. Above `threshold` × window, the conversation is compacted.
 //! - The current turn, the messages that asked for it and the `keep_turns` turns before them
 //!   (with their own messages) are kept verbatim; whole items only, so a tool call is never
 //!   separated from its result. With nothing older than that (an earlier summary aside), the
@@ -71,6 +73,12 @@ impl Budget {
         if usage.input_tokens > 0 {
             self.last = Some((usage.input_tokens, bytes));
         }
+    }
+
+    /// A turn's start: `tokens` (the conversation's last report, see
+    /// `Conversation::reported_tokens`) describes `request`, when known.
+    pub fn seed(&mut self, tokens: Option<u64>, request: &ModelRequest) {
+        self.last = tokens.map(|tokens| (tokens, serde_json::to_vec(request).map(|v| v.len()).unwrap_or(0)));
     }
 
     /// After a compaction the last report no longer describes the requests.

@@ -76,12 +76,22 @@ pub(crate) struct Conversation {
     next_index: u64,
     /// `(experiment, arm)` of each `ab.assigned`.
     assigned: Vec<(String, String)>,
+    /// The input plus output tokens the provider reported for the last completed step, and the
+    /// bytes of user messages and tool results folded since; `None` when unknown (no report
+    /// yet, a step begun since that never completed, a compaction since).
+    reported: Option<(u64, usize)>,
 }
 
 impl Conversation {
     /// The A/B arms the session was enrolled in.
     pub fn assigned(&self) -> &[(String, String)] {
         &self.assigned
+    }
+
+    /// The estimated tokens of the conversation so far, from the provider's last report (see
+    /// `reported`): its tokens plus a quarter of the bytes said since.
+    pub fn reported_tokens(&self) -> Option<u64> {
+        self.reported.map(|(tokens, after)| tokens + (after / crate::compaction::BYTES_PER_TOKEN) as u64)
     }
 
     /// The index to read the log from to catch up.
@@ -114,6 +124,9 @@ impl Conversation {
             return;
         }
         if let EventData::MessageReceived(received) = &event.data {
+            if let Some((_, after)) = &mut self.reported {
+                *after += received.text.len();
+            }
             // A message recorded inside a running turn (the result gate's rejection) belongs
             // where it was said: after that turn's steps so far.
             if let Some(at) = event.turn_id.as_ref().and_then(|turn| self.turns.get(turn))
@@ -141,7 +154,15 @@ impl Conversation {
         ends[at] = event.index;
         let Some(Block::Turn(steps)) = blocks.get_mut(at) else { return };
         match &event.data {
-            EventData::StepStarted(_) => steps.push(Step::default()),
+            EventData::StepStarted(_) => {
+                steps.push(Step::default());
+                self.reported = None;
+            }
+            EventData::StepCompleted(completed) => {
+                if let Some(usage) = completed.usage.filter(|u| u.input_tokens > 0) {
+                    self.reported = Some((usage.input_tokens + usage.output_tokens, 0));
+                }
+            }
             EventData::MessageAppended(delta) => {
                 let step = current(steps);
                 if !step.text_final {
@@ -155,6 +176,9 @@ impl Conversation {
             }
             EventData::ActionsRequested(requested) => current(steps).calls.extend(requested.calls.iter().cloned()),
             EventData::ActionResult(result) => {
+                if let Some((_, after)) = &mut self.reported {
+                    *after += result_text(&result.result).len();
+                }
                 if let Some(step) = steps.iter_mut().rev().find(|s| s.calls.iter().any(|c| c.call_id == result.call_id))
                 {
                     step.results.insert(result.call_id.clone(), (result_text(&result.result), result.is_error));
@@ -193,6 +217,7 @@ impl Conversation {
             return;
         }
         self.blocks.splice(..n, [Block::Summary(summary.to_owned())]);
+        self.reported = None;
         self.ends.splice(..n, [through_index]);
         let compacted = &mut self.compacted;
         self.turns.retain(|turn, at| {
@@ -375,6 +400,33 @@ mod tests {
         assert_eq!(pieces.next_index(), 4);
         assert_eq!(pieces.messages(), rebuild(&log.events));
         assert_eq!(pieces.messages().len(), 3);
+    }
+
+    #[test]
+    fn the_last_report_plus_what_was_said_since_estimates_the_conversation() {
+        let mut log = Log::new();
+        let t1 = TurnId::generate();
+        log.push(None, user("one"));
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 0 }));
+        let mut conversation = Conversation::default();
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), None, "no report yet");
+        let usage = bdk_protocol::event::Usage { input_tokens: 100, output_tokens: 20, ..Default::default() };
+        log.push(
+            Some(&t1),
+            EventData::StepCompleted(bdk_protocol::event::StepCompleted {
+                step: 0,
+                duration_ms: 1,
+                finish_reason: None,
+                usage: Some(usage),
+            }),
+        );
+        log.push(None, user(&"x".repeat(40)));
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), Some(130));
+        log.push(Some(&TurnId::generate()), EventData::StepStarted(StepStarted { step: 0 }));
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), None, "a step began and has not reported");
     }
 
     #[test]

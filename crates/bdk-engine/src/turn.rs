@@ -249,6 +249,9 @@ async fn drive(
         tools: tools.clone(),
         params: Default::default(),
     };
+    if compactor.on && compactor.window.is_some() {
+        compactor.budget.seed(conversation.reported_tokens(), &build(&messages));
+    }
     for step in 0..max_steps {
         let mut request = build(&messages);
         if compactor.on
