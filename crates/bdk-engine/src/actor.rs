@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bdk_protocol::event::{
-    FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted as SessionStartedEvent,
-    SessionWaiting, TurnFailStatus, TurnFailed,
+    AgentBound, FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode,
+    SessionStarted as SessionStartedEvent, SessionWaiting, TurnFailStatus, TurnFailed,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::record::SessionStatus;
@@ -199,9 +199,12 @@ impl Actor {
             None => self.id.to_string(),
         };
         let mut events = vec![NewEvent::new(EventData::SessionStarted(started))];
-        for assigned in crate::ab::assign(&self.core.capabilities.abs, &sticky) {
+        let assigned = crate::ab::assign(&self.core.capabilities.abs, &sticky);
+        let bound = agent_bound(&self.core, &self.id, &assigned);
+        for assigned in assigned {
             events.push(NewEvent::new(EventData::AbAssigned(assigned)));
         }
+        events.push(NewEvent::new(EventData::AgentBound(bound)));
         events.push(NewEvent::new(EventData::MessageReceived(received)));
         self.append(events).await?;
         let turn_id = self.start_turn(request.workspace_files);
@@ -421,4 +424,14 @@ async fn settle(running: &mut Option<Running>) -> std::result::Result<TurnOutcom
         Some(running) => (&mut running.handle).await,
         None => std::future::pending().await,
     }
+}
+
+/// `agent.bound` for a new session: BDK runs the conversation itself, so the backing agent is
+/// the session (its id is the id to resume with) and the model is the one its turns run on
+/// (an A/B arm's, when the session's arm sets one). There is no cloud conversation URL.
+fn agent_bound(core: &Core, id: &SessionId, assigned: &[bdk_protocol::event::AbAssigned]) -> AgentBound {
+    let pairs: Vec<(String, String)> = assigned.iter().map(|a| (a.experiment.clone(), a.arm.clone())).collect();
+    let arms = crate::ab::arms(&core.capabilities.abs, &pairs);
+    let model = arms.iter().rev().find_map(|arm| arm.model.as_ref().map(|(id, _)| id.clone()));
+    AgentBound { agent_id: id.to_string(), url: None, model: Some(model.unwrap_or_else(|| core.model.clone())) }
 }

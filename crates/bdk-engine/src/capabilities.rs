@@ -27,6 +27,30 @@ pub struct Capabilities {
     /// Live A/B experiments (`ab.toml`, `ab/*.toml`), disabled ones included (they assign
     /// nothing but still report totals).
     pub abs: Vec<AbSpec>,
+    /// `local.cwd`, absolute: session workspaces are `<this>/<session id>/` (`local_cwd.rs`).
+    /// `None`: under the state directory.
+    pub workspace_parent: Option<PathBuf>,
+    /// How long conversations are kept inside the model's context window (`compaction.rs`).
+    pub compaction: CompactionSpec,
+}
+
+/// `agent.toml`'s `[compaction]` and `[model] context_window`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CompactionSpec {
+    pub enabled: bool,
+    /// Tokens one request may hold; `None`: the built-in table's for the turn's model (and
+    /// when that has none, compaction happens only when the provider refuses a request).
+    pub context_window: Option<u64>,
+    /// Compact when a request is estimated above this share of the window.
+    pub threshold: f64,
+    /// The most recent turns kept verbatim (with the messages that asked for them).
+    pub keep_turns: u32,
+}
+
+impl Default for CompactionSpec {
+    fn default() -> Self {
+        CompactionSpec { enabled: true, context_window: None, threshold: 0.8, keep_turns: 2 }
+    }
 }
 
 /// One experiment.

@@ -7,8 +7,13 @@
 //! coalesced while a turn ran lands after that turn's output, never between a tool call and its
 //! result. Partial output of an interrupted turn is kept; calls without a result are dropped.
 //! Reasoning is not sent back across turns (providers ignore or reject it there).
+//!
+//! A `conversation.compacted` event replaces the first `replacedItems` items (user messages and
+//! turns, in the order above) by one summary item, sent as a user message; `compaction.rs`
+//! decides when and what, and this fold applies it where the log recorded it, so a restarted
+//! host sends what the live one sent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bdk_model::{Message, ToolCall};
 use bdk_protocol::event::ActionCall;
@@ -32,7 +37,7 @@ pub(crate) fn arguments_text(input: &Value) -> String {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Step {
     text: String,
     /// `message.completed` was seen: `text` is final, later deltas are ignored.
@@ -43,29 +48,50 @@ struct Step {
     feedback: Option<String>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Block {
     User(String),
     Turn(Vec<Step>),
+    /// What a compaction left of the items before it.
+    Summary(String),
+}
+
+/// How a summary item reads to the model.
+pub(crate) fn summary_message(summary: &str) -> String {
+    format!("[Summary of the earlier conversation, written when it grew too long for the context window]\n\n{summary}")
 }
 
 /// The fold of a session's log into conversation blocks. It can be caught up with new events
 /// (`fold` from `next_index` on), so a live session's actor keeps one between turns instead of
 /// re-reading its whole log; a fresh one (after a restart or an idle period) folds from 0.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Conversation {
     blocks: Vec<Block>,
+    /// The log index of the last event folded into each block (same length as `blocks`).
+    ends: Vec<u64>,
     turns: HashMap<TurnId, usize>,
+    /// Turns a compaction replaced: their late events (there should be none) are ignored.
+    compacted: HashSet<TurnId>,
     /// The index of the next event to fold.
     next_index: u64,
     /// `(experiment, arm)` of each `ab.assigned`.
     assigned: Vec<(String, String)>,
+    /// The input plus output tokens the provider reported for the last completed step, and the
+    /// bytes of user messages and tool results folded since; `None` when unknown (no report
+    /// yet, a step begun since that never completed, a compaction since).
+    reported: Option<(u64, usize)>,
 }
 
 impl Conversation {
     /// The A/B arms the session was enrolled in.
     pub fn assigned(&self) -> &[(String, String)] {
         &self.assigned
+    }
+
+    /// The estimated tokens of the conversation so far, from the provider's last report (see
+    /// `reported`): its tokens plus a quarter of the bytes said since.
+    pub fn reported_tokens(&self) -> Option<u64> {
+        self.reported.map(|(tokens, after)| tokens + (after / crate::compaction::BYTES_PER_TOKEN) as u64)
     }
 
     /// The index to read the log from to catch up.
@@ -93,27 +119,50 @@ impl Conversation {
             self.assigned.push((assigned.experiment.clone(), assigned.arm.clone()));
             return;
         }
+        if let EventData::ConversationCompacted(compacted) = &event.data {
+            self.compact(compacted.replaced_items as usize, &compacted.summary, compacted.through_index);
+            return;
+        }
         if let EventData::MessageReceived(received) = &event.data {
+            if let Some((_, after)) = &mut self.reported {
+                *after += received.text.len();
+            }
             // A message recorded inside a running turn (the result gate's rejection) belongs
             // where it was said: after that turn's steps so far.
             if let Some(at) = event.turn_id.as_ref().and_then(|turn| self.turns.get(turn))
                 && let Some(Block::Turn(steps)) = self.blocks.get_mut(*at)
             {
                 steps.push(Step { feedback: Some(received.text.clone()), ..Step::default() });
+                self.ends[*at] = event.index;
                 return;
             }
             self.blocks.push(Block::User(received.text.clone()));
+            self.ends.push(event.index);
             return;
         }
         let Some(turn_id) = &event.turn_id else { return };
+        if self.compacted.contains(turn_id) {
+            return;
+        }
         let blocks = &mut self.blocks;
+        let ends = &mut self.ends;
         let at = *self.turns.entry(turn_id.clone()).or_insert_with(|| {
             blocks.push(Block::Turn(Vec::new()));
+            ends.push(event.index);
             blocks.len() - 1
         });
+        ends[at] = event.index;
         let Some(Block::Turn(steps)) = blocks.get_mut(at) else { return };
         match &event.data {
-            EventData::StepStarted(_) => steps.push(Step::default()),
+            EventData::StepStarted(_) => {
+                steps.push(Step::default());
+                self.reported = None;
+            }
+            EventData::StepCompleted(completed) => {
+                if let Some(usage) = completed.usage.filter(|u| u.input_tokens > 0) {
+                    self.reported = Some((usage.input_tokens + usage.output_tokens, 0));
+                }
+            }
             EventData::MessageAppended(delta) => {
                 let step = current(steps);
                 if !step.text_final {
@@ -127,6 +176,9 @@ impl Conversation {
             }
             EventData::ActionsRequested(requested) => current(steps).calls.extend(requested.calls.iter().cloned()),
             EventData::ActionResult(result) => {
+                if let Some((_, after)) = &mut self.reported {
+                    *after += result_text(&result.result).len();
+                }
                 if let Some(step) = steps.iter_mut().rev().find(|s| s.calls.iter().any(|c| c.call_id == result.call_id))
                 {
                     step.results.insert(result.call_id.clone(), (result_text(&result.result), result.is_error));
@@ -138,10 +190,16 @@ impl Conversation {
 
     /// The model messages so far, oldest first.
     pub fn messages(&self) -> Vec<Message> {
+        self.messages_of(self.blocks.len())
+    }
+
+    /// The model messages of the first `n` items.
+    pub fn messages_of(&self, n: usize) -> Vec<Message> {
         let mut messages = Vec::new();
-        for block in &self.blocks {
+        for block in self.blocks.iter().take(n) {
             match block {
                 Block::User(text) => messages.push(Message::user(text.clone())),
+                Block::Summary(text) => messages.push(Message::user(summary_message(text))),
                 Block::Turn(steps) => {
                     for step in steps {
                         push_step(&mut messages, step);
@@ -150,6 +208,51 @@ impl Conversation {
             }
         }
         messages
+    }
+
+    /// Replaces the first `n` items by one summary item (what `conversation.compacted` says).
+    pub fn compact(&mut self, n: usize, summary: &str, through_index: u64) {
+        let n = n.min(self.blocks.len());
+        if n == 0 {
+            return;
+        }
+        self.blocks.splice(..n, [Block::Summary(summary.to_owned())]);
+        self.reported = None;
+        self.ends.splice(..n, [through_index]);
+        let compacted = &mut self.compacted;
+        self.turns.retain(|turn, at| {
+            if *at < n {
+                compacted.insert(turn.clone());
+                false
+            } else {
+                *at = *at + 1 - n;
+                true
+            }
+        });
+    }
+
+    /// Which items a compaction before a step of `current` may replace, keeping the current
+    /// turn, the user messages that asked for it, and the `keep_turns` turns before them (with
+    /// their own user messages) verbatim: `(items, through_index)`, or `None` when that leaves
+    /// nothing but an earlier summary to replace. Whole items only, so a tool call is never
+    /// separated from its result.
+    pub fn compactable(&self, current: &TurnId, keep_turns: usize) -> Option<(usize, u64)> {
+        let mut cut = self.turns.get(current).copied().unwrap_or(self.blocks.len());
+        let skip_users = |mut at: usize| {
+            while at > 0 && matches!(self.blocks[at - 1], Block::User(_)) {
+                at -= 1;
+            }
+            at
+        };
+        cut = skip_users(cut);
+        for _ in 0..keep_turns {
+            match self.blocks[..cut].iter().rposition(|b| matches!(b, Block::Turn(_))) {
+                Some(at) => cut = skip_users(at),
+                None => return None,
+            }
+        }
+        let replaces_something = self.blocks[..cut].iter().any(|b| !matches!(b, Block::Summary(_)));
+        replaces_something.then(|| (cut, self.ends[cut - 1]))
     }
 }
 
@@ -297,6 +400,33 @@ mod tests {
         assert_eq!(pieces.next_index(), 4);
         assert_eq!(pieces.messages(), rebuild(&log.events));
         assert_eq!(pieces.messages().len(), 3);
+    }
+
+    #[test]
+    fn the_last_report_plus_what_was_said_since_estimates_the_conversation() {
+        let mut log = Log::new();
+        let t1 = TurnId::generate();
+        log.push(None, user("one"));
+        log.push(Some(&t1), EventData::StepStarted(StepStarted { step: 0 }));
+        let mut conversation = Conversation::default();
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), None, "no report yet");
+        let usage = bdk_protocol::event::Usage { input_tokens: 100, output_tokens: 20, ..Default::default() };
+        log.push(
+            Some(&t1),
+            EventData::StepCompleted(bdk_protocol::event::StepCompleted {
+                step: 0,
+                duration_ms: 1,
+                finish_reason: None,
+                usage: Some(usage),
+            }),
+        );
+        log.push(None, user(&"x".repeat(40)));
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), Some(130));
+        log.push(Some(&TurnId::generate()), EventData::StepStarted(StepStarted { step: 0 }));
+        conversation.fold(&log.events);
+        assert_eq!(conversation.reported_tokens(), None, "a step began and has not reported");
     }
 
     #[test]

@@ -10,7 +10,8 @@
 
 use bdk_protocol::SessionId;
 use bdk_protocol::event::{
-    ActionResult, ActionsRequested, MessageReceived, StepStarted, TextCompleted, TextDelta, TurnStarted,
+    ActionResult, ActionsRequested, ConversationCompacted, MessageReceived, StepStarted, TextCompleted, TextDelta,
+    TurnStarted,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -188,5 +189,67 @@ proptest! {
         pieces.fold(&log[pieces.next_index() as usize..]);
         prop_assert_eq!(pieces.next_index(), log.len() as u64);
         prop_assert_eq!(pieces.messages(), rebuild(&log));
+    }
+
+    /// A compaction planned on the live fold before a new turn, recorded and folded again from
+    /// the log (a restart) gives the conversation the live turn sent; it starts with the summary,
+    /// keeps the current turn's prompt, and never leaves a tool result without its call.
+    #[test]
+    fn a_recorded_compaction_rebuilds_what_the_live_turn_sent(
+        items in prop::collection::vec(item(), 1..9),
+        keep in 0usize..3,
+        current in prop::collection::vec(step(), 1..3),
+    ) {
+        let session = SessionId::generate();
+        let mut log: Vec<Event> = items.iter().flat_map(|item| item_events(item, &session)).collect();
+        log.extend(item_events(&Item::User("now".into()), &session));
+        let turn_events = item_events(&Item::Turn(current), &session);
+        let turn = turn_events[0].turn_id.clone().unwrap();
+        // The live fold: everything before the turn, plus its `turn.started`.
+        log.push(turn_events[0].clone());
+        let log = numbered(log);
+        let mut live = Conversation::default();
+        live.fold(&log);
+        let Some((n, through)) = live.compactable(&turn, keep) else { return Ok(()) };
+        prop_assert!(through < log.len() as u64);
+        let mut view = live.clone();
+        view.compact(n, "SUMMARY", through);
+        let sent = view.messages();
+        prop_assert_eq!(&sent[0], &Message::user(crate::conversation::summary_message("SUMMARY")));
+        prop_assert_eq!(sent.last(), Some(&Message::user("now")));
+
+        let mut full = log.clone();
+        full.push(Event {
+            index: 0,
+            session_id: session.clone(),
+            turn_id: Some(turn.clone()),
+            at: bdk_protocol::event::timestamp_now(),
+            data: EventData::ConversationCompacted(ConversationCompacted {
+                summary: "SUMMARY".into(),
+                replaced_items: n as u32,
+                through_index: through,
+                estimated_tokens: 1,
+                context_window: 1,
+                reason: "threshold".into(),
+                usage: None,
+            }),
+        });
+        let at_compaction = numbered(full.clone());
+        prop_assert_eq!(rebuild(&at_compaction), sent.clone());
+        full.extend(turn_events[1..].iter().cloned());
+        let full = numbered(full);
+        // The live actor catches up with the rest of the log; a restart folds it all at once.
+        live.fold(&full);
+        let rebuilt = rebuild(&full);
+        prop_assert_eq!(live.messages(), rebuilt.clone());
+        prop_assert_eq!(&rebuilt[..sent.len()], &sent[..]);
+        let mut calls = std::collections::HashSet::new();
+        for message in &rebuilt {
+            match message {
+                Message::Assistant { tool_calls, .. } => calls.extend(tool_calls.iter().map(|c| c.id.clone())),
+                Message::Tool { call_id, .. } => prop_assert!(calls.contains(call_id), "a result without its call"),
+                Message::User { .. } => {}
+            }
+        }
     }
 }

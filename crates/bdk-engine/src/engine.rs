@@ -89,6 +89,7 @@ impl Core {
     ) -> Arc<Self> {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
+        let stores = crate::local_cwd::wrap(stores, options.capabilities.workspace_parent.as_deref());
         let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
         Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),

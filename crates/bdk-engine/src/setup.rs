@@ -11,8 +11,8 @@ use bdk_project::Project;
 use bdk_project::model::{HookSink, ModelDef};
 
 use crate::capabilities::{
-    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, HookSinkSpec, HookSpec, ResultGateSpec,
-    SkillSpec, SubagentModel, SubagentSpec,
+    AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, Capabilities, CompactionSpec, HookSinkSpec, HookSpec,
+    ResultGateSpec, SkillSpec, SubagentModel, SubagentSpec,
 };
 use crate::types::AgentConfig;
 
@@ -139,6 +139,7 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
                                 api_key_env: None,
                                 params: Default::default(),
                                 pricing: None,
+                                context_window: None,
                             };
                             (id.clone(), subagent_model(project, &def))
                         }),
@@ -146,6 +147,16 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
                     .collect(),
             })
             .collect(),
+        workspace_parent: project.harness.cwd.as_ref().map(|cwd| {
+            let dir = project.dir.join(cwd);
+            std::path::absolute(&dir).unwrap_or(dir)
+        }),
+        compaction: CompactionSpec {
+            enabled: project.harness.compaction.enabled,
+            context_window: project.model.as_ref().and_then(|m| m.context_window),
+            threshold: project.harness.compaction.threshold,
+            keep_turns: project.harness.compaction.keep_turns,
+        },
     }
 }
 

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{FinishReason, Message, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage};
+use bdk_model::{
+    FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage,
+};
 use bdk_protocol::event::{
     ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
     TurnFailed, TurnQueued, TurnStarted,
@@ -20,6 +22,7 @@ use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
 use tokio_util::sync::CancellationToken;
 
+use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
 use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
@@ -230,27 +233,86 @@ async fn drive(
     let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
     // Answers the result gate rejected so far.
     let mut revisions = 0u32;
+    // Long conversations (`compaction.rs`): a child turn has no earlier items to compact.
+    let policy = core.capabilities.compaction;
+    let mut compactor = Compactor {
+        on: persona.is_none() && policy.enabled,
+        window: compaction::window(&policy, model),
+        budget: compaction::Budget::default(),
+        own_from: messages.len(),
+        view: None,
+        refused: false,
+    };
+    let build = |messages: &Vec<Message>| ModelRequest {
+        system: Some(system.clone()).filter(|s| !s.is_empty()),
+        messages: messages.clone(),
+        tools: tools.clone(),
+        params: Default::default(),
+    };
+    if compactor.on && compactor.window.is_some() {
+        compactor.budget.seed(conversation.reported_tokens(), &build(&messages));
+    }
     for step in 0..max_steps {
+        let mut request = build(&messages);
+        if compactor.on
+            && let Some(window) = compactor.window
+        {
+            let (tokens, _) = compactor.budget.estimate(&request);
+            if compaction::over(&policy, tokens, window) {
+                let measure = compaction::Measure { estimated_tokens: tokens, window, reason: compaction::THRESHOLD };
+                emit.flush().await?;
+                let done = compactor.run(provider.as_ref(), conversation, context, measure, false).await?;
+                if let Some(done) = done {
+                    compactor.apply(done, &mut messages, emit, usage).await?;
+                    request = build(&messages);
+                }
+            }
+        }
         // Staged, not awaited: it goes out with the model's first output, or after a short
         // wait if the model is slow (`stream::assemble`), so a fast answer is one commit.
         emit.push(EventData::StepStarted(StepStarted { step }));
-        let request = ModelRequest {
-            system: Some(system.clone()).filter(|s| !s.is_empty()),
-            messages: messages.clone(),
-            tools: tools.clone(),
-            params: Default::default(),
+        let mut step_started = Instant::now();
+        let output = loop {
+            // Sizing a request serializes it: only when a window is known to measure against.
+            let sized = compactor.on && compactor.window.is_some();
+            let (estimated, bytes) = if sized { compactor.budget.estimate(&request) } else { (0, 0) };
+            let model_stream = provider.stream(std::mem::take(&mut request), cancel.child_token());
+            let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
+            let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
+            usage.add(&output.usage);
+            match end {
+                StepEnd::Cancelled => return Err(Stop::Cancelled),
+                StepEnd::Failed(error @ ModelError::ContextLengthExceeded { .. }) if compactor.on => {
+                    if compactor.refused {
+                        return Err(Stop::Failed(
+                            FailureCode::ContextLength,
+                            format!("{error} (even after compacting the conversation)"),
+                        ));
+                    }
+                    compactor.refused = true;
+                    let window = compactor.window.unwrap_or(0);
+                    let estimated = if sized { estimated } else { compactor.budget.estimate(&build(&messages)).0 };
+                    let measure =
+                        compaction::Measure { estimated_tokens: estimated, window, reason: compaction::REFUSED };
+                    emit.flush().await?;
+                    match compactor.run(provider.as_ref(), conversation, context, measure, true).await? {
+                        Some(done) => compactor.apply(done, &mut messages, emit, usage).await?,
+                        None => return Err(Stop::Failed(FailureCode::ContextLength, error.to_string())),
+                    }
+                    request = build(&messages);
+                    emit.push(EventData::StepStarted(StepStarted { step }));
+                    step_started = Instant::now();
+                    continue;
+                }
+                StepEnd::Failed(error) => return Err(Stop::Failed(failure::model(&error), error.to_string())),
+                StepEnd::TooLarge(message) => return Err(Stop::Failed(FailureCode::OutputTooLarge, message)),
+                StepEnd::Finished => {}
+            }
+            if sized {
+                compactor.budget.reported(&output.usage, bytes);
+            }
+            break output;
         };
-        let step_started = Instant::now();
-        let model_stream = provider.stream(request, cancel.child_token());
-        let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
-        let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
-        usage.add(&output.usage);
-        match end {
-            StepEnd::Cancelled => return Err(Stop::Cancelled),
-            StepEnd::Failed(error) => return Err(Stop::Failed(failure::model(&error), error.to_string())),
-            StepEnd::TooLarge(message) => return Err(Stop::Failed(FailureCode::OutputTooLarge, message)),
-            StepEnd::Finished => {}
-        }
         emit.push(EventData::StepCompleted(StepCompleted {
             step,
             duration_ms: step_started.elapsed().as_millis() as u64,
@@ -348,6 +410,62 @@ async fn drive(
         FailureCode::MaxSteps,
         format!("the turn used all {max_steps} model steps (max_steps) without a final answer"),
     ))
+}
+
+/// A turn's compaction state (`compaction.rs` decides; this applies).
+struct Compactor {
+    /// A root turn of an agent that has compaction on.
+    on: bool,
+    window: Option<u64>,
+    budget: compaction::Budget,
+    /// Where this turn's own messages start in the request's messages.
+    own_from: usize,
+    /// The conversation as compacted during this turn (the fold gets it from the log later).
+    view: Option<Conversation>,
+    /// The provider already refused one request of this turn as too long.
+    refused: bool,
+}
+
+impl Compactor {
+    async fn run(
+        &self,
+        provider: &dyn ModelProvider,
+        conversation: &Conversation,
+        context: &TurnContext,
+        measure: compaction::Measure,
+        fallback: bool,
+    ) -> Result<Option<compaction::Compacted>, Stop> {
+        let current = self.view.as_ref().unwrap_or(conversation);
+        let keep = context.core.capabilities.compaction.keep_turns;
+        compaction::compact(provider, current, &context.turn, keep, fallback, measure, &context.cancel).await.map_err(
+            |failure| match failure {
+                compaction::Failure::Cancelled => Stop::Cancelled,
+                compaction::Failure::Summary(message) => Stop::Failed(
+                    FailureCode::CompactionFailed,
+                    format!("the conversation had to be compacted to fit the context window, and {message}"),
+                ),
+            },
+        )
+    }
+
+    /// Records the compaction, counts its usage and rebuilds `messages` on it.
+    async fn apply(
+        &mut self,
+        done: compaction::Compacted,
+        messages: &mut Vec<Message>,
+        emit: &mut Emitter,
+        usage: &mut ModelUsage,
+    ) -> Result<(), Stop> {
+        emit.send(done.event).await?;
+        usage.add(&done.usage);
+        let own = messages.split_off(self.own_from.min(messages.len()));
+        *messages = done.view.messages();
+        self.own_from = messages.len();
+        messages.extend(own);
+        self.view = Some(done.view);
+        self.budget.reset();
+        Ok(())
+    }
 }
 
 /// What the model sees: the registry's tools, then the engine's built-ins (the skill tool when

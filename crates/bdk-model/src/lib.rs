@@ -7,6 +7,7 @@
 //! `Arc<dyn ModelProvider>`.
 
 pub mod anthropic;
+pub mod context;
 pub mod cost;
 pub mod env;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod scripted;
 pub mod types;
 
 pub use anthropic::AnthropicProvider;
+pub use context::context_window_for;
 pub use cost::{Price, estimate_cost, price_for};
 pub use error::{ModelError, Result, TimeoutPhase};
 pub use http::{HttpConfig, Timeouts};

@@ -17,9 +17,4 @@ pub fn not_run_yet(project: &Project, diags: &mut Diagnostics) {
             warn(&storage.file, "`policy.restore` (start-up recovers every open session)");
         }
     }
-    if project.harness.cwd.is_some() {
-        let file = project.bot_dir.join("agent.toml");
-        let shown = file.strip_prefix(&project.dir).unwrap_or(&file).display().to_string();
-        warn(&shown, "`local.cwd`");
-    }
 }

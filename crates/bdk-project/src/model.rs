@@ -84,6 +84,8 @@ pub struct ModelDef {
     pub api_key_env: Option<String>,
     pub params: Map<String, Value>,
     pub pricing: Option<Pricing>,
+    /// Tokens one request may hold (`[model] context_window`); `None`: the built-in table's.
+    pub context_window: Option<u64>,
 }
 
 /// USD per million tokens.
@@ -106,6 +108,28 @@ pub struct Harness {
     /// Confined tools may use TCP (`local.sandbox_network`).
     pub sandbox_network: bool,
     pub cwd: Option<String>,
+    /// `[compaction]`: how long conversations are kept inside the context window.
+    pub compaction: Compaction,
+}
+
+/// `agent.toml` `[compaction]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Compaction {
+    pub enabled: bool,
+    /// Compact when the next request is estimated above this share of the context window.
+    pub threshold: f64,
+    /// The most recent turns (with the messages that asked for them) kept verbatim.
+    pub keep_turns: u32,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Compaction {
+            enabled: true,
+            threshold: crate::formats::agent::DEFAULT_COMPACTION_THRESHOLD,
+            keep_turns: crate::formats::agent::DEFAULT_KEEP_TURNS,
+        }
+    }
 }
 
 impl Default for Harness {
@@ -118,6 +142,7 @@ impl Default for Harness {
             sandbox: false,
             sandbox_network: false,
             cwd: None,
+            compaction: Compaction::default(),
         }
     }
 }

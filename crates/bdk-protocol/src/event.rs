@@ -125,6 +125,7 @@ vocabulary! {
     "subagent.called" => SubagentCalled(SubagentCalled),
     "subagent.completed" => SubagentCompleted(SubagentCompleted),
     "artifact.tagged" => ArtifactTagged(ArtifactTagged),
+    "conversation.compacted" => ConversationCompacted(ConversationCompacted),
 }
 
 fn invalid_data(event_type: &str, error: &serde_json::Error) -> serde_json::Error {

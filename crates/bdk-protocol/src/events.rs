@@ -38,6 +38,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "subagent.completed",
     // Artifacts
     "artifact.tagged",
+    // Conversation (BDK's own: long conversations are compacted)
+    "conversation.compacted",
 ];
 
 /// The wildcard a hook uses to receive every event.

@@ -125,6 +125,13 @@ impl Render {
                 let line = format!("→ subagent {}", called.subagent);
                 self.line(out, &self.paint(DIM, &line))?;
             }
+            EventData::ConversationCompacted(compacted) => {
+                let line = format!(
+                    "(conversation compacted: {} earlier item(s) summarized to fit the context window)",
+                    compacted.replaced_items
+                );
+                self.line(out, &self.paint(DIM, &line))?;
+            }
             _ => {}
         }
         out.flush()
@@ -163,6 +170,32 @@ mod tests {
         let long = Value::String("x".repeat(300));
         assert_eq!(one_line(&long).chars().count(), 203);
         assert_eq!(one_line(&Value::String("a\nb".into())), "a b");
+    }
+
+    #[test]
+    fn a_compaction_is_one_line() {
+        let mut render = Render::new(false, false);
+        let mut out = Vec::new();
+        let event = Event {
+            index: 7,
+            session_id: bdk_protocol::SessionId::generate(),
+            turn_id: None,
+            at: bdk_protocol::event::timestamp_now(),
+            data: EventData::ConversationCompacted(bdk_protocol::event::ConversationCompacted {
+                summary: "s".into(),
+                replaced_items: 4,
+                through_index: 5,
+                estimated_tokens: 900,
+                context_window: 1000,
+                reason: "threshold".into(),
+                usage: None,
+            }),
+        };
+        render.event(&mut out, &event).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "(conversation compacted: 4 earlier item(s) summarized to fit the context window)\n"
+        );
     }
 
     #[test]

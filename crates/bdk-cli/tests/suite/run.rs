@@ -62,7 +62,7 @@ fn trajectory_of_the_trace_matches_run_json() {
     let ran = run_json(state.path(), "What is two and two?");
     assert_eq!(ran["reply"], "What is two and two?");
     assert_eq!(ran["status"], "waiting");
-    assert_eq!(ran["events"], 9);
+    assert_eq!(ran["events"], 10, "session.started, agent.bound, message.received, the turn, session.waiting");
     assert!(ran["usage"]["inputTokens"].as_u64().unwrap() > 0);
     let id = ran["sessionId"].as_str().unwrap();
     let trace = state.path().join("hello/traces").join(format!("{id}.ndjson"));

@@ -137,6 +137,7 @@ async fn a_turn_with_a_tool_call_against_the_fake_openai_server() {
         shape(&events),
         [
             "session.started",
+            "agent.bound",
             "message.received",
             "turn.started",
             "step.started",

@@ -33,6 +33,12 @@ pub struct Folder {
 impl Folder {
     /// A project with `files` (paths under `bot/`) besides `instructions.md` and `agent.toml`.
     pub async fn new(files: &[(&str, &str)]) -> Self {
+        Self::with_agent_toml("", files).await
+    }
+
+    /// [`Folder::new`] with `extra` appended to `agent.toml` right after the `[model]` table's
+    /// keys: it may add `[model]` keys, then tables of its own.
+    pub async fn with_agent_toml(extra: &str, files: &[(&str, &str)]) -> Self {
         let model = FakeServer::start().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("proj");
@@ -41,7 +47,7 @@ impl Folder {
             &root.join("bot/agent.toml"),
             &format!(
                 "name = \"folder\"\n\n[model]\nid = \"fake-model\"\nprovider = \"openai-compatible\"\n\
-                 base_url = \"{}\"\n\n[model.pricing]\ninput = 1.0\noutput = 2.0\n",
+                 base_url = \"{}\"\npricing = {{ input = 1.0, output = 2.0 }}\n{extra}",
                 model.url()
             ),
         );
@@ -87,6 +93,11 @@ impl Folder {
 
     pub fn state(&self) -> PathBuf {
         self.state.clone()
+    }
+
+    /// The temp folder holding `proj/` (the project) and `state/`.
+    pub fn root(&self) -> PathBuf {
+        self._dir.path().to_path_buf()
     }
 
     pub async fn workspace(&self, id: &SessionId) -> PathBuf {

@@ -3,6 +3,7 @@
 mod ab;
 mod admission;
 mod approvals;
+mod compaction;
 mod direct;
 mod dry_run;
 mod extensions;
@@ -14,6 +15,7 @@ mod hot_path;
 mod lifecycle;
 mod limits;
 mod listing;
+mod local_cwd;
 mod recovery;
 mod recursion;
 mod reminders;

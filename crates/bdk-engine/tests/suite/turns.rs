@@ -19,6 +19,7 @@ async fn a_text_turn_records_its_events_in_order() {
         shape(&events),
         [
             "session.started",
+            "agent.bound",
             "message.received",
             "turn.started",
             "step.started",
@@ -39,6 +40,19 @@ async fn a_text_turn_records_its_events_in_order() {
         })
         .collect();
     assert_eq!(text, "Hello there, friend.");
+    // The session is the backing conversation: bound once, before the first message, with the
+    // model its turns run on, outside any turn.
+    let EventData::AgentBound(bound) = &events[1].data else { panic!("{:?}", types(&events)) };
+    assert_eq!(bound.agent_id, started.session_id.to_string());
+    assert_eq!(bound.url, None);
+    let Some(EventData::TurnStarted(turn_started)) =
+        events.iter().map(|e| &e.data).find(|d| matches!(d, EventData::TurnStarted(_)))
+    else {
+        panic!()
+    };
+    assert_eq!(bound.model, turn_started.model);
+    assert!(bound.model.is_some());
+    assert_eq!(events[1].turn_id, None);
     assert!(events.iter().all(|e| e.turn_id.is_none() || e.turn_id.as_ref() == Some(&started.turn_id)));
     let Some(EventData::TurnCompleted(done)) =
         events.iter().map(|e| &e.data).find(|d| matches!(d, EventData::TurnCompleted(_)))

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::diag::{Code, Diagnostics};
-use crate::model::{Harness, Hosting, Instructions, ModelDef, Pricing};
+use crate::model::{Compaction, Harness, Hosting, Instructions, ModelDef, Pricing};
 use crate::parse;
 use crate::source::{self, MAX_MARKDOWN_BYTES, Rel, SourceFile};
 
@@ -15,6 +15,11 @@ pub const LARGE_INSTRUCTIONS_BYTES: usize = 100 * 1024;
 
 /// Built-in harness tools an allowlist may name.
 pub const BUILTIN_TOOLS: &[&str] = &["read", "ls", "glob", "grep", "write", "edit", "shell", "task", "mcp"];
+
+/// `[compaction] threshold` when unset: compact above 80% of the context window.
+pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
+/// `[compaction] keep_turns` when unset.
+pub const DEFAULT_KEEP_TURNS: u32 = 2;
 
 /// Providers a `[model]` table may name.
 pub const PROVIDERS: &[&str] = &["xai", "openai", "openai-compatible", "anthropic", "scripted"];
@@ -31,6 +36,15 @@ struct AgentFile {
     max_steps: Option<u32>,
     max_running_turns: Option<u32>,
     hosting: Option<HostingFile>,
+    compaction: Option<CompactionFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactionFile {
+    enabled: Option<bool>,
+    threshold: Option<f64>,
+    keep_turns: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -75,6 +89,7 @@ struct ModelTable {
     #[serde(default)]
     params: toml::Table,
     pricing: Option<PricingFile>,
+    context_window: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,7 +138,18 @@ pub fn load_root(src: &SourceFile, diags: &mut Diagnostics) -> RootAgent {
     if let Some(local) = file.local {
         harness.sandbox = local.sandbox;
         harness.sandbox_network = local.sandbox_network;
-        harness.cwd = local.cwd;
+        match local.cwd {
+            Some(cwd) if cwd.trim().is_empty() => diags.report(
+                Code::InvalidValue,
+                Some(&src.rel),
+                src.pos_of_key("cwd"),
+                format!("{}: `local.cwd` must name a folder (relative paths are under the project folder)", src.rel),
+            ),
+            cwd => harness.cwd = cwd,
+        }
+    }
+    if let Some(compaction) = file.compaction {
+        harness.compaction = compaction_of(compaction, src, diags);
     }
     harness.builtin_reminders = file.builtin_tools.is_some_and(|b| b.reminders);
     for (key, value, slot) in [
@@ -148,6 +174,31 @@ pub fn load_root(src: &SourceFile, diags: &mut Diagnostics) -> RootAgent {
         harness,
         hosting: file.hosting.map(Hosting::from),
     }
+}
+
+/// `[compaction]` over the defaults; a threshold outside (0, 1] is reported and ignored.
+fn compaction_of(file: CompactionFile, src: &SourceFile, diags: &mut Diagnostics) -> Compaction {
+    let mut compaction = Compaction::default();
+    if let Some(enabled) = file.enabled {
+        compaction.enabled = enabled;
+    }
+    match file.threshold {
+        Some(t) if !(t > 0.0 && t <= 1.0) => diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("threshold"),
+            format!(
+                "{}: `compaction.threshold` is {t}; it must be a share of the context window, above 0 and at most 1",
+                src.rel
+            ),
+        ),
+        Some(t) => compaction.threshold = t,
+        None => {}
+    }
+    if let Some(keep) = file.keep_turns {
+        compaction.keep_turns = keep;
+    }
+    compaction
 }
 
 /// A subagent's `agent.toml`: description (required), model (optional), inline instructions.
@@ -194,6 +245,7 @@ pub(crate) fn model_at(value: &toml::Value, src: &SourceFile, key: &str, diags: 
                 api_key_env: None,
                 params: Default::default(),
                 pricing: None,
+                context_window: None,
             });
         }
         toml::Value::Table(_) => match value.clone().try_into::<ModelTable>() {
@@ -247,6 +299,14 @@ pub(crate) fn model_at(value: &toml::Value, src: &SourceFile, key: &str, diags: 
             format!("{}: prices must not be negative", src.rel),
         );
     }
+    if table.context_window == Some(0) {
+        diags.report(
+            Code::InvalidValue,
+            Some(&src.rel),
+            src.pos_of_key("context_window"),
+            format!("{}: `context_window` must be at least 1 token", src.rel),
+        );
+    }
     let params = match serde_json::to_value(&table.params) {
         Ok(serde_json::Value::Object(map)) => map,
         _ => Default::default(),
@@ -258,6 +318,7 @@ pub(crate) fn model_at(value: &toml::Value, src: &SourceFile, key: &str, diags: 
         api_key_env: table.api_key_env,
         params,
         pricing,
+        context_window: table.context_window.filter(|n| *n > 0),
     })
 }
 

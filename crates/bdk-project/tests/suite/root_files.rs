@@ -137,3 +137,40 @@ fn result_and_storage_are_checked() {
     only(&project, "invalid_value").error().file("bot/storage.toml");
     assert!(project.result.is_none());
 }
+
+#[test]
+fn compaction_and_the_context_window_are_read() {
+    //! Guards: `[compaction]` and `[model] context_window` reach the project; defaults without them.
+    let (_fx, project) = Fixture::new()
+        .file(
+            "bot/agent.toml",
+            "[model]\nid = \"gpt-x\"\ncontext_window = 32000\n\n[compaction]\nenabled = false\nthreshold = 0.5\nkeep_turns = 0\n",
+        )
+        .load();
+    assert_clean(&project);
+    assert_eq!(project.model.as_ref().unwrap().context_window, Some(32000));
+    let compaction = project.harness.compaction;
+    assert_eq!((compaction.enabled, compaction.threshold, compaction.keep_turns), (false, 0.5, 0));
+
+    let (_fx, project) = Fixture::new().load();
+    let compaction = project.harness.compaction;
+    assert_eq!((compaction.enabled, compaction.threshold, compaction.keep_turns), (true, 0.8, 2));
+}
+
+#[test]
+fn bad_compaction_values_are_invalid_values_at_their_keys() {
+    //! Guards: a zero context window and a threshold outside (0, 1] are `invalid_value` at the
+    //! key, and the defaults stay; an unknown `[compaction]` key is `unknown_key`.
+    let (_fx, project) = Fixture::new()
+        .file("bot/agent.toml", "[model]\nid = \"gpt-x\"\ncontext_window = 0\n\n[compaction]\nthreshold = 1.5\n")
+        .load();
+    let bad: Vec<_> = project.diagnostics.iter().filter(|d| d.code == "invalid_value").collect();
+    assert_eq!(bad.len(), 2, "{:#?}", project.diagnostics);
+    assert_eq!(bad.iter().map(|d| d.line).collect::<Vec<_>>(), [Some(3), Some(6)], "{bad:#?}");
+    assert!(bad[1].message.contains("compaction.threshold"), "{}", bad[1].message);
+    assert_eq!(project.model.as_ref().unwrap().context_window, None);
+    assert_eq!(project.harness.compaction.threshold, 0.8);
+
+    let (_fx, project) = Fixture::new().file("bot/agent.toml", "[compaction]\nkeep = 3\n").load();
+    assert!(project.diagnostics.iter().any(|d| d.code == "unknown_key"), "{:#?}", project.diagnostics);
+}

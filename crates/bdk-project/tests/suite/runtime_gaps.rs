@@ -1,7 +1,7 @@
-//! Parts that validate but do not run yet say so: `local.cwd` gets one `not_run_yet` warning on
-//! `agent.toml`, and `storage.toml`'s debounce and restore policies one each; skills, subagents,
-//! hooks, channels, MCP connections, artifacts, the result gate, A/B experiments and extension
-//! config (which run) get none.
+//! Parts that validate but do not run yet say so: `storage.toml`'s debounce and restore policies
+//! get one `not_run_yet` warning each; `local.cwd`, skills, subagents, hooks, channels, MCP
+//! connections, artifacts, the result gate, A/B experiments and extension config (which run) get
+//! none. An empty `local.cwd` is an `invalid_value` error on its key.
 
 use super::fixture::Fixture;
 
@@ -31,10 +31,21 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .collect();
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
-    assert_eq!(files, ["bot/agent.toml", "bot/storage.toml", "bot/storage.toml"], "{found:#?}");
+    assert_eq!(files, ["bot/storage.toml", "bot/storage.toml"], "{found:#?}");
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",
         project.diagnostics
     );
+}
+
+#[test]
+fn an_empty_local_cwd_is_an_invalid_value() {
+    let (_fx, project) = Fixture::new().file("bot/agent.toml", "[local]\ncwd = \" \"\n").load();
+    let bad: Vec<_> = project.diagnostics.iter().filter(|d| d.code == "invalid_value").collect();
+    assert_eq!(bad.len(), 1, "{:#?}", project.diagnostics);
+    assert_eq!(bad[0].file.as_deref(), Some("bot/agent.toml"));
+    assert!(bad[0].message.contains("local.cwd"), "{}", bad[0].message);
+    assert_eq!(bad[0].line, Some(2), "{:#?}", bad[0]);
+    assert_eq!(project.harness.cwd, None);
 }

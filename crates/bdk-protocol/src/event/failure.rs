@@ -42,6 +42,9 @@ pub enum FailureCode {
     Workspace,
     /// Anything else: an internal error, a hook or a gate that failed the turn.
     Internal,
+    /// The conversation had to be compacted to fit the context window, and the summary call
+    /// failed or said nothing.
+    CompactionFailed,
     /// A code this build does not know (written by a newer host).
     #[serde(other)]
     Unknown,
@@ -49,7 +52,7 @@ pub enum FailureCode {
 
 impl FailureCode {
     /// Every code, in declaration order (docs and tests list them).
-    pub const ALL: [FailureCode; 18] = [
+    pub const ALL: [FailureCode; 19] = [
         FailureCode::RateLimited,
         FailureCode::Authentication,
         FailureCode::ContextLength,
@@ -67,6 +70,7 @@ impl FailureCode {
         FailureCode::Storage,
         FailureCode::Workspace,
         FailureCode::Internal,
+        FailureCode::CompactionFailed,
         FailureCode::Unknown,
     ];
 
@@ -90,6 +94,7 @@ impl FailureCode {
             FailureCode::Storage => "storage",
             FailureCode::Workspace => "workspace",
             FailureCode::Internal => "internal",
+            FailureCode::CompactionFailed => "compaction_failed",
             FailureCode::Unknown => "unknown",
         }
     }

@@ -326,3 +326,29 @@ pub struct ArtifactTagged {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
+
+/// `conversation.compacted`: older conversation items (user messages and whole turns, oldest
+/// first) were replaced by a model-written summary so the next request fits the context window.
+/// The conversation rebuilt from the log applies it at this point, so a restart sends the model
+/// the same messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationCompacted {
+    /// What the model wrote about the replaced items (it replaces them in every later request).
+    pub summary: String,
+    /// How many items, counted from the start of the conversation as it stood, the summary
+    /// replaces (an earlier summary counts as one item).
+    pub replaced_items: u32,
+    /// The log index of the last event of the replaced items.
+    pub through_index: u64,
+    /// The estimated tokens of the request that would have been sent.
+    pub estimated_tokens: u64,
+    /// The context window it was measured against.
+    pub context_window: u64,
+    /// `threshold` (the request crossed the configured share of the window) or
+    /// `context_length_exceeded` (the provider refused the request as too long).
+    pub reason: String,
+    /// Tokens the summary call used (also counted in the turn's usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}

@@ -112,6 +112,15 @@ fn samples() -> Vec<EventData> {
             title: Some("Review".into()),
             source: Some("tag_artifact".into()),
         }),
+        EventData::ConversationCompacted(ConversationCompacted {
+            summary: "The user asked about the weather twice.".into(),
+            replaced_items: 4,
+            through_index: 17,
+            estimated_tokens: 1700,
+            context_window: 2000,
+            reason: "threshold".into(),
+            usage: Some(usage()),
+        }),
     ]
 }
 
