@@ -84,7 +84,8 @@ pub(crate) struct FsFollower(Follower<FsSource>);
 
 impl FsFollower {
     pub fn start(shared: &Arc<Shared>, from: u64) -> Self {
-        let source = FsSource { session: shared.session.clone(), path: shared.path.clone(), shared: Arc::downgrade(shared) };
+        let source =
+            FsSource { session: shared.session.clone(), path: shared.path.clone(), shared: Arc::downgrade(shared) };
         FsFollower(Follower::start(source, from))
     }
 }

@@ -2,11 +2,12 @@
 //! subscribe steps that must share one lock, and the follower's state machine (position
 //! bookkeeping, disk first, then live, and catching up again after a lag).
 //!
-//! `log.rs` publishes through [`publish`] and `follow.rs` runs [`Follower`] on the real file and
+//! `log.rs` publishes through [`publish_then_ack`] and `follow.rs` runs [`Follower`] on the real file and
 //! tokio's broadcast channel. `handoff_tests.rs` runs the same code under `shuttle`, which
 //! schedules the threads of a writer and followers deterministically at random and checks that
-//! every follower sees each index exactly once, in order. Reading the file and the writer's
-//! batching are not here.
+//! every follower sees each index exactly once, in order, and that an acknowledged append is
+//! visible to whoever starts reading after the acknowledgement. Reading the file and the
+//! writer's batching and index assignment are not here.
 //!
 //! The invariant: a commit updates the durable mark and broadcasts its events while holding the
 //! mark's lock, and a follower reads the mark and subscribes while holding the same lock. So each
@@ -65,8 +66,12 @@ where
 /// Makes a commit visible: `update` moves the durable state past it and its events are
 /// broadcast, under one lock (see the module docs). Call after the commit is durable and before
 /// acknowledging it.
-pub(crate) fn publish<S, L, T>(state: &L, topic: &T, update: impl FnOnce(&mut S), events: impl IntoIterator<Item = T::Item>)
-where
+pub(crate) fn publish<S, L, T>(
+    state: &L,
+    topic: &T,
+    update: impl FnOnce(&mut S),
+    events: impl IntoIterator<Item = T::Item>,
+) where
     L: Lock<S>,
     T: Topic,
 {
@@ -74,6 +79,25 @@ where
     update(&mut guard);
     for event in events {
         topic.send(event);
+    }
+}
+
+/// Ends a durable commit: [`publish`] its requests' events, then answer each request, so that
+/// whoever holds an acknowledgement finds its events in any read or follow that starts after.
+pub(crate) fn publish_then_ack<S, L, T, A>(
+    state: &L,
+    topic: &T,
+    update: impl FnOnce(&mut S),
+    requests: Vec<(A, Vec<T::Item>)>,
+    mut ack: impl FnMut(A, Vec<T::Item>),
+) where
+    L: Lock<S>,
+    T: Topic,
+    T::Item: Clone,
+{
+    publish(state, topic, update, requests.iter().flat_map(|(_, events)| events.iter().cloned()));
+    for (request, events) in requests {
+        ack(request, events);
     }
 }
 
@@ -103,17 +127,16 @@ pub(crate) trait Source: Send {
 
     /// The next durable events at `cursor` with an index of at least `want`, and the cursor to
     /// continue from (`None` at the end of the prefix the cursor was taken for).
-    fn read(
-        &self,
-        cursor: Self::Cursor,
-        want: u64,
-    ) -> impl Future<Output = Result<(Vec<Self::Event>, Option<Self::Cursor>), Self::Error>> + Send;
+    fn read(&self, cursor: Self::Cursor, want: u64) -> impl Future<Output = Result<Chunk<Self>, Self::Error>> + Send;
 
     fn recv(receiver: &mut Self::Receiver) -> impl Future<Output = Live<Self::Event>> + Send;
 
     /// Told when the follower lagged and is about to catch up from disk.
     fn lagged(&self, _want: u64) {}
 }
+
+/// Events read from the durable prefix, and where the read continues (`None`: nothing left).
+pub(crate) type Chunk<S> = (Vec<<S as Source>::Event>, Option<<S as Source>::Cursor>);
 
 /// Replay, then follow: hands out every event from `from` on exactly once, in index order.
 #[derive(Debug)]

@@ -274,8 +274,8 @@ impl Writer {
 
         match written {
             Ok(()) => {
-                let events = staged.iter().flat_map(|s| s.events.iter().cloned());
-                handoff::publish(
+                let committed = staged.into_iter().map(|s| (s.ack, s.events)).collect();
+                handoff::publish_then_ack(
                     &self.shared.state,
                     &self.shared.tx,
                     |state: &mut Durable| {
@@ -284,13 +284,13 @@ impl Writer {
                         state.checkpoints.extend(checkpoints);
                         state.commits += 1;
                     },
-                    events,
+                    committed,
+                    |ack, events| {
+                        let _ = ack.send(Ok(events));
+                    },
                 );
                 self.len = new_len;
                 self.next_index = index;
-                for s in staged {
-                    let _ = s.ack.send(Ok(s.events));
-                }
                 Ok(())
             }
             Err(error) => {
