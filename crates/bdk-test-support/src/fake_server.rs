@@ -14,6 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+/// How long the `wait_for_*` helpers wait: generous, for a loaded 2-core machine.
+pub const WAIT: Duration = Duration::from_secs(30);
+
 /// One piece of a streamed body.
 #[derive(Debug, Clone)]
 pub enum Part {
@@ -135,9 +138,9 @@ impl FakeServer {
         self.shared.disconnects.load(Ordering::SeqCst)
     }
 
-    /// Waits (up to 10 s) until the server has seen `n` requests, and returns them.
+    /// Waits (up to [`WAIT`]) until the server has seen `n` requests, and returns them.
     pub async fn wait_for_requests(&self, n: usize) -> Vec<Recorded> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let requests = self.requests();
             if requests.len() >= n {
@@ -148,9 +151,9 @@ impl FakeServer {
         }
     }
 
-    /// Waits (up to 5 s) until the client closed `n` held connections.
+    /// Waits (up to [`WAIT`]) until the client closed `n` held connections.
     pub async fn wait_for_disconnects(&self, n: usize) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + WAIT;
         while self.disconnects() < n {
             assert!(tokio::time::Instant::now() < deadline, "the client never closed the connection");
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -348,7 +348,8 @@ async fn idle_stream_times_out_without_retry(d: &dyn Dialect) {
     parts.push(d.text("thinking..."));
     server.push(Reply::Sse { parts, end: End::Hang });
     let mut options = fast_options();
-    options.timeouts.idle = Duration::from_millis(200);
+    // The text must beat the idle deadline even when the fake server is slow to write it.
+    options.timeouts.idle = Duration::from_millis(1000);
     let items = collect(d.provider(&server, options).stream(request(), CancellationToken::new())).await;
     assert!(matches!(items.first(), Some(Ok(ModelEvent::TextDelta { .. }))), "{items:?}");
     assert!(matches!(last_error(&items), ModelError::Timeout { phase: TimeoutPhase::Idle, .. }), "{items:?}");

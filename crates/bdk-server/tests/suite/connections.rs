@@ -70,14 +70,24 @@ async fn idle_connections_past_the_cap_leave_health_answering() {
         let response = within("health", client.get(format!("{}/v1/health", host.origin)).send()).await.unwrap();
         assert_eq!(response.status(), 200);
     }
-    // The connections past the cap and the reserved slots were closed by the server.
+    // The connections past the cap and the reserved slots were closed by the server. Sweep the
+    // still-open ones until enough have closed: a loaded machine may close them late.
+    let want = 30 - 8 - 2;
+    let mut open: Vec<&mut TcpStream> = idle.iter_mut().collect();
     let mut closed = 0;
-    for stream in &mut idle {
-        if closed_within(stream, Duration::from_millis(50)).await {
-            closed += 1;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while closed < want && tokio::time::Instant::now() < deadline {
+        let mut still_open = Vec::new();
+        for stream in open {
+            if closed_within(stream, Duration::from_millis(20)).await {
+                closed += 1;
+            } else {
+                still_open.push(stream);
+            }
         }
+        open = still_open;
     }
-    assert!(closed >= 30 - 8 - 2, "only {closed} of 30 idle connections were closed");
+    assert!(closed >= want, "only {closed} of 30 idle connections were closed");
     host.shutdown().await;
 }
 

@@ -57,7 +57,8 @@ async fn follow_ups_rotate_the_token_and_a_stale_one_is_409() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_interrupts_the_running_turn_and_the_session_stays_followable() {
-    let host = host().script(vec![slow_text(200, Duration::from_millis(20)), ScriptStep::text("after")]).start().await;
+    // A turn of ~60 s: `stop` lands while it runs however loaded the machine is.
+    let host = host().script(vec![slow_text(600, Duration::from_millis(100)), ScriptStep::text("after")]).start().await;
     let started = host.start_session("go slowly").await;
     let id = started.session_id.to_string();
     let mut stream = host.stream(&id, 0).await;

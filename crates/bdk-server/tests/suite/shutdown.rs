@@ -9,8 +9,9 @@ use super::support::{host, slow_text, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_cancels_running_turns_after_the_grace_and_streams_see_it() {
+    // A turn of ~60 s, so only the shutdown can end it (whatever the machine's load).
     let host =
-        host().script(vec![slow_text(500, Duration::from_millis(20))]).grace(Duration::from_millis(300)).start().await;
+        host().script(vec![slow_text(600, Duration::from_millis(100))]).grace(Duration::from_millis(300)).start().await;
     let started = host.start_session("long").await;
     let id = started.session_id.to_string();
     let mut stream = host.stream(&id, 0).await;
@@ -28,7 +29,7 @@ async fn shutdown_cancels_running_turns_after_the_grace_and_streams_see_it() {
     within("serve to return", shutting).await.unwrap();
     let took = began.elapsed();
     assert!(took >= Duration::from_millis(250), "cancelled before the grace period: {took:?}");
-    assert!(took < Duration::from_secs(8), "drain took {took:?}");
+    assert!(took < Duration::from_secs(30), "drain took {took:?}, as long as the turn itself");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,9 +4,9 @@
 //! A follower takes, under the writer's publish lock, the durable length and a broadcast
 //! receiver. Everything below that mark comes from disk, everything above from the channel, and
 //! the two cannot overlap or leave a hole. A follower that lags past the channel's buffer (or
-//! sees an index it did not expect) takes a fresh snapshot and catches up from disk again.
+//! sees an index it did not expect) takes a fresh snapshot and catches up from disk again. That
+//! protocol is `handoff.rs` (tested under `shuttle`); this file gives it the file and the channel.
 
-use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -16,6 +16,7 @@ use bdk_protocol::{Event, SessionId};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::blocking;
+use super::handoff::{Follower, Live, Source, Topic};
 use super::log::{Durable, Shared};
 use crate::api::{BoxFuture, EventFollower, SharedEvent};
 use crate::error::{Error, Result};
@@ -76,93 +77,83 @@ fn cursor_for(state: &Durable, from: u64) -> Option<Cursor> {
     })
 }
 
-/// The filesystem backend's [`EventFollower`].
+/// The filesystem backend's [`EventFollower`]: the hand-off of `handoff.rs` over the log file
+/// and its broadcast channel.
 #[derive(Debug)]
-pub(crate) struct FsFollower {
-    session: SessionId,
-    path: PathBuf,
-    /// Weak, so that closing or deleting the log drops the channel and ends the stream.
-    shared: Weak<Shared>,
-    /// The next index to hand out.
-    want: u64,
-    disk: Option<Cursor>,
-    rx: broadcast::Receiver<SharedEvent>,
-    pending: VecDeque<SharedEvent>,
-    done: bool,
-}
+pub(crate) struct FsFollower(Follower<FsSource>);
 
 impl FsFollower {
     pub fn start(shared: &Arc<Shared>, from: u64) -> Self {
-        let (disk, rx) = snapshot(shared, from);
-        FsFollower {
-            session: shared.session.clone(),
-            path: shared.path.clone(),
-            shared: Arc::downgrade(shared),
-            want: from,
-            disk,
-            rx,
-            pending: VecDeque::new(),
-            done: false,
-        }
-    }
-
-    async fn next_event(&mut self) -> Option<Result<SharedEvent>> {
-        loop {
-            if self.done {
-                return None;
-            }
-            if let Some(event) = self.pending.pop_front() {
-                self.want = event.index + 1;
-                return Some(Ok(event));
-            }
-            if let Some(cursor) = self.disk.take() {
-                let (path, want) = (self.path.clone(), self.want);
-                match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
-                    Ok((events, next)) => {
-                        self.pending.extend(events.into_iter().map(Arc::new));
-                        self.disk = (next.offset < next.end).then_some(next);
-                    }
-                    Err(error) => {
-                        self.done = true;
-                        let error =
-                            if error.is_not_found() { Error::SessionNotFound(self.session.clone()) } else { error };
-                        return Some(Err(error));
-                    }
-                }
-                continue;
-            }
-            match self.rx.recv().await {
-                Ok(event) if event.index < self.want => {}
-                Ok(event) if event.index == self.want => {
-                    self.want += 1;
-                    return Some(Ok(event));
-                }
-                Ok(_) | Err(RecvError::Lagged(_)) => {
-                    // Fell behind the channel: everything missed is on disk by now.
-                    tracing::debug!(session = %self.session, want = self.want, "follower lagged; catching up from disk");
-                    let Some(shared) = self.shared.upgrade() else {
-                        self.done = true;
-                        return None;
-                    };
-                    (self.disk, self.rx) = snapshot(&shared, self.want);
-                }
-                Err(RecvError::Closed) => {
-                    self.done = true;
-                    return None;
-                }
-            }
-        }
+        let source =
+            FsSource { session: shared.session.clone(), path: shared.path.clone(), shared: Arc::downgrade(shared) };
+        FsFollower(Follower::start(source, from))
     }
 }
 
 impl EventFollower for FsFollower {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>> {
-        Box::pin(self.next_event())
+        Box::pin(self.0.next())
     }
 }
 
-/// The disk range below the durable mark and a receiver for everything above it, taken together.
-fn snapshot(shared: &Shared, from: u64) -> (Option<Cursor>, broadcast::Receiver<SharedEvent>) {
-    let (state, rx) = shared.subscribe();
-    (cursor_for(&state, from), rx)
+/// One session's log as its followers read it.
+#[derive(Debug)]
+pub(crate) struct FsSource {
+    session: SessionId,
+    path: PathBuf,
+    /// Weak, so that closing or deleting the log drops the channel and ends the stream.
+    shared: Weak<Shared>,
+}
+
+impl Source for FsSource {
+    type Event = SharedEvent;
+    type Cursor = Cursor;
+    type Receiver = broadcast::Receiver<SharedEvent>;
+    type Error = Error;
+
+    fn index(event: &SharedEvent) -> u64 {
+        event.index
+    }
+
+    fn snapshot(&self, from: u64) -> Option<(Option<Cursor>, broadcast::Receiver<SharedEvent>)> {
+        Some(self.shared.upgrade()?.subscribe(|state| cursor_for(state, from)))
+    }
+
+    async fn read(&self, cursor: Cursor, want: u64) -> Result<(Vec<SharedEvent>, Option<Cursor>)> {
+        let path = self.path.clone();
+        match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
+            Ok((events, next)) => {
+                Ok((events.into_iter().map(Arc::new).collect(), (next.offset < next.end).then_some(next)))
+            }
+            Err(error) if error.is_not_found() => Err(Error::SessionNotFound(self.session.clone())),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn recv(receiver: &mut broadcast::Receiver<SharedEvent>) -> Live<SharedEvent> {
+        match receiver.recv().await {
+            Ok(event) => Live::Event(event),
+            Err(RecvError::Lagged(_)) => Live::Lagged,
+            Err(RecvError::Closed) => Live::Closed,
+        }
+    }
+
+    fn lagged(&self, want: u64) {
+        tracing::debug!(session = %self.session, want, "follower lagged; catching up from disk");
+    }
+}
+
+/// The live side of a log.
+impl<T: Clone> Topic for broadcast::Sender<T> {
+    type Item = T;
+    type Receiver = broadcast::Receiver<T>;
+
+    fn subscribe(&self) -> broadcast::Receiver<T> {
+        broadcast::Sender::subscribe(self)
+    }
+
+    fn send(&self, item: T) {
+        // No receivers is fine: nobody follows this session right now.
+        let _ = broadcast::Sender::send(self, item);
+    }
 }

@@ -16,6 +16,7 @@ use bdk_protocol::{Event, SessionId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::blocking;
+use super::handoff;
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
 use crate::api::{NewEvent, SharedEvent};
@@ -83,11 +84,10 @@ impl Shared {
         self.tx.receiver_count()
     }
 
-    /// Atomically: the durable state now and a receiver for every event published after it.
-    pub fn subscribe(&self) -> (MutexGuard<'_, Durable>, broadcast::Receiver<SharedEvent>) {
-        let state = self.state();
-        let rx = self.tx.subscribe();
-        (state, rx)
+    /// Atomically: `read` of the durable state now and a receiver for every event published
+    /// after it (see `handoff.rs`).
+    pub fn subscribe<R>(&self, read: impl FnOnce(&Durable) -> R) -> (R, broadcast::Receiver<SharedEvent>) {
+        handoff::subscribe(&self.state, &self.tx, read)
     }
 }
 
@@ -274,24 +274,23 @@ impl Writer {
 
         match written {
             Ok(()) => {
-                {
-                    let mut state = self.shared.state();
-                    state.len = new_len;
-                    state.next_index = index;
-                    state.checkpoints.extend(checkpoints);
-                    state.commits += 1;
-                    for s in &staged {
-                        for event in &s.events {
-                            // No receivers is fine: nobody follows this session right now.
-                            let _ = self.shared.tx.send(event.clone());
-                        }
-                    }
-                }
+                let committed = staged.into_iter().map(|s| (s.ack, s.events)).collect();
+                handoff::publish_then_ack(
+                    &self.shared.state,
+                    &self.shared.tx,
+                    |state: &mut Durable| {
+                        state.len = new_len;
+                        state.next_index = index;
+                        state.checkpoints.extend(checkpoints);
+                        state.commits += 1;
+                    },
+                    committed,
+                    |ack, events| {
+                        let _ = ack.send(Ok(events));
+                    },
+                );
                 self.len = new_len;
                 self.next_index = index;
-                for s in staged {
-                    let _ = s.ack.send(Ok(s.events));
-                }
                 Ok(())
             }
             Err(error) => {

@@ -4,6 +4,9 @@
 mod artifacts;
 mod atomic;
 mod follow;
+mod handoff;
+#[cfg(test)]
+mod handoff_tests;
 mod host_data;
 mod kv;
 mod layout;

@@ -54,8 +54,13 @@ async fn followers_see_every_event_once_while_appends_happen() {
             }
         }));
     }
-    // A follower that joins halfway through.
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // A follower that joins halfway through (waiting for the halfway mark, not for a time).
+    within(async {
+        while fx.store.len(&id).await.unwrap() < TOTAL / 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
     followers.push((5, tokio::spawn(collect(fx.store.clone(), id.clone(), 5, Duration::ZERO))));
 
     for task in appenders {

@@ -76,7 +76,8 @@ async fn a_timeout_ends_a_setsid_grandchild() {
     let pidfile = bot.dir.path().join("hung.pid");
     let script = format!("setsid sleep 300 & echo $! > {}; sleep 300", pidfile.display());
     let mut tool = bot.command("hang", &["sh", "-c", &script]);
-    tool.timeout = Duration::from_millis(500);
+    // Long enough for `sh` to write the pid file first on a loaded machine.
+    tool.timeout = Duration::from_millis(2500);
     let tools = bot.registry(vec![tool]);
     let invocation = bot.invocation("hang", json!({}));
     let probe = invocation.clone();
