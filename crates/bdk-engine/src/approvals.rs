@@ -90,6 +90,15 @@ impl Approvals {
         self.park(session, pending)
     }
 
+    /// Sets a parked call's `requested_at` to its `action.approval_requested` event's time.
+    pub fn stamp(&self, session: &SessionId, call_id: &CallId, at: DateTime<Utc>) {
+        if let Some(parked) =
+            self.lock().get_mut(session).and_then(|c| c.iter_mut().find(|p| &p.pending.call_id == call_id))
+        {
+            parked.pending.requested_at = at;
+        }
+    }
+
     /// Withdraws a parked call nobody will wait for (no-op when it is not parked).
     pub fn withdraw(&self, session: &SessionId, call_id: &CallId) {
         self.take(session, call_id);

@@ -238,7 +238,12 @@ pub(crate) async fn run_calls(
         }
         start_call(&mut flight.set, &context, index, call);
     }
-    emit.flush().await?;
+    // A parked call is listed with its event's time, the one a restart restores.
+    for event in emit.flush_written().await? {
+        if let EventData::ApprovalRequested(requested) = &event.data {
+            context.approvals.stamp(context.session, &requested.call_id, event.at);
+        }
+    }
     wait_all(&context, emit, calls, flight).await
 }
 

@@ -43,10 +43,12 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 /// accepted; that status is written durably before the turn starts) or no status at all (a
 /// record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
 /// after the closing event is durable, so its log has nothing open: start-up reads no log of a
-/// settled session, and its cost follows the sessions that were open, not all state ever written.
+/// settled session. The store lists those sessions from its index of open sessions
+/// (`SessionStore::list_open`), so start-up does not even read a settled session's record: its
+/// cost follows the sessions that were open, not all state ever written.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     let mut closed = 0;
-    for record in core.stores.sessions.list().await? {
+    for record in core.stores.sessions.list_open().await? {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
