@@ -319,10 +319,15 @@ async fn a_parked_approval_survives_a_sigkill_and_approving_it_completes_the_tur
     assert_eq!(status, 200, "{started}");
     let id = started["sessionId"].as_str().unwrap().to_owned();
     let turn = started["turnId"].clone();
+    // Parked, and listed with its event's time once that event is in the log.
     let parked = within("the call to park", async {
         loop {
             let listed = approvals(format!("{base}/v1/session/{id}/approvals")).await;
-            if !listed.is_empty() {
+            let recorded = events(format!("{base}/v1/session/{id}/events")).await;
+            let requested = recorded.iter().find(|e| e["type"] == "action.approval_requested");
+            if let (Some(call), Some(event)) = (listed.first(), requested)
+                && call["requestedAt"] == event["at"]
+            {
                 return listed;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -231,8 +231,15 @@ fn a_parked_call_survives_a_restart_and_approving_it_completes_the_turn() {
         let started = fx.chat("promote it").await;
         let events = parked(&fx.engine, &started.session_id, 1).await;
         let (call, _) = requested_calls(&events).remove(0);
-        let pending = within(fx.engine.approvals(&started.session_id, &alice())).await.unwrap();
-        (started.session_id, started.turn_id, call, pending[0].requested_at)
+        // Listed with its event's time once that event is durable (the time a restart restores).
+        let at = events.last().unwrap().at;
+        within(async {
+            while within(fx.engine.approvals(&started.session_id, &alice())).await.unwrap()[0].requested_at != at {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        (started.session_id, started.turn_id, call, at)
     });
 
     runtime().block_on(async {
@@ -295,7 +302,13 @@ fn a_parked_call_survives_a_restart_and_approving_it_completes_the_turn() {
             matches!(&messages[2], Message::Tool { content, is_error: false, .. } if content == r#"{"promoted":true}"#)
         );
         assert!(within(engine.approvals(&id, &alice())).await.unwrap().is_empty());
-        assert_eq!(within(engine.list(ListScope::All)).await.unwrap()[0].status, "waiting");
+        // The settled status is written just after `session.waiting`.
+        within(async {
+            while within(engine.list(ListScope::All)).await.unwrap()[0].status != "waiting" {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
     });
 }
 
