@@ -34,6 +34,7 @@ use crate::conversation::Conversation;
 use crate::dispatch::ToolSettings;
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
+use crate::resume::Resumed;
 use crate::tokens;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
@@ -53,6 +54,12 @@ pub(crate) enum Command {
     },
     Stop {
         principal: Principal,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Continue a turn restart recovery restored (`resume.rs`): it waits for its parked calls.
+    Resume {
+        turn: TurnId,
+        resumed: Box<Resumed>,
         reply: oneshot::Sender<Result<()>>,
     },
     /// A direct tool call bound to this session (`direct.rs` runs it; the actor admits it).
@@ -165,6 +172,12 @@ impl Actor {
                 let _ = reply.send(result);
                 return !missing;
             }
+            Command::Resume { turn, resumed, reply } => {
+                let result = self.resume(turn, resumed).await;
+                let missing = matches!(result, Err(EngineError::SessionNotFound(_)));
+                let _ = reply.send(result);
+                return !missing;
+            }
             Command::Direct { call, reply } => {
                 crate::direct::admit(&self.core, &self.id, self.running.is_some(), *call, reply).await;
             }
@@ -207,7 +220,7 @@ impl Actor {
         events.push(NewEvent::new(EventData::AgentBound(bound)));
         events.push(NewEvent::new(EventData::MessageReceived(received)));
         self.append(events).await?;
-        let turn_id = self.start_turn(request.workspace_files);
+        let turn_id = self.start_turn(request.workspace_files, None);
         Ok(SessionStarted {
             session_id: self.id.clone(),
             continuation_token: record.continuation_token.unwrap_or_default(),
@@ -242,7 +255,7 @@ impl Actor {
             // Files of messages coalesced earlier go first; the newest message's win.
             let mut files = mem::take(&mut self.pending_files);
             files.extend(request.workspace_files);
-            Some(self.start_turn(files))
+            Some(self.start_turn(files, None))
         };
         Ok(FollowUpAccepted { continuation_token, turn_id })
     }
@@ -295,9 +308,24 @@ impl Actor {
         }
     }
 
-    /// Starts a turn; `files` are its message's `workspaceFiles`.
-    fn start_turn(&mut self, files: Vec<(String, String)>) -> TurnId {
-        let turn_id = TurnId::generate();
+    /// Runs a turn restored after a restart under its own id. The session is `running` in its
+    /// record already (recovery left it so).
+    async fn resume(&mut self, turn: TurnId, resumed: Box<Resumed>) -> Result<()> {
+        self.record().await?;
+        if self.running.is_some() {
+            return Err(EngineError::InvalidRequest("the session already runs a turn".into()));
+        }
+        self.start_turn(Vec::new(), Some((turn, resumed)));
+        Ok(())
+    }
+
+    /// Starts a turn; `files` are its message's `workspaceFiles`. `resume`: a restored turn,
+    /// under its recorded id.
+    fn start_turn(&mut self, files: Vec<(String, String)>, resume: Option<(TurnId, Box<Resumed>)>) -> TurnId {
+        let (turn_id, resume) = match resume {
+            Some((turn, resumed)) => (turn, Some(resumed)),
+            None => (TurnId::generate(), None),
+        };
         crate::turn_log::started(&self.id, &turn_id);
         let cancel = self.cancel.child_token();
         let settings = self
@@ -314,6 +342,7 @@ impl Actor {
             settings,
             workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
             persona: None,
+            resume,
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });
@@ -351,11 +380,14 @@ impl Actor {
         }
         self.busy.store(false, Ordering::SeqCst);
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
-        let result = if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
+        let result = if outcome.end == TurnEnd::Suspended {
+            // Left open for the next start to restore: no session-level event, still `running`.
+            self.append(outcome.closing).await
+        } else if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
             self.pending = 0;
             let written = self.append(outcome.closing).await;
             let files = mem::take(&mut self.pending_files);
-            self.start_turn(files);
+            self.start_turn(files, None);
             written
         } else {
             self.close(outcome).await
@@ -396,6 +428,7 @@ impl Actor {
     async fn close(&mut self, outcome: Settled) -> Result<()> {
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
         let (data, status) = match (mode, outcome.end) {
+            (_, TurnEnd::Suspended) => return self.append(outcome.closing).await,
             (SessionMode::Chat, _) => (EventData::SessionWaiting(SessionWaiting {}), SessionStatus::Waiting),
             (SessionMode::Task, TurnEnd::Completed { result }) => {
                 (EventData::SessionCompleted(SessionCompleted { result }), SessionStatus::Completed)

@@ -10,10 +10,13 @@
 //! A turn that is stopped, preempted or drained while a call is parked ends that call like any
 //! other (`action.result`, "the tool call was cancelled"), and its entry leaves the registry.
 //!
-//! Parked calls live in memory only, as the reference says (they do not survive a restart):
-//! recovery records `action.approval_resolved` with decision `expired` and an `isError`
-//! `action.result` for each, before the turn's `turn.failed`, so every requested call keeps a
-//! result in the log.
+//! The registry is memory; the log is what survives. After a restart, recovery puts a parked
+//! call back here from its `action.approval_requested` and its turn goes on waiting for it
+//! (`resume.rs`; decision note "approvals outlive a restart"). A parked call has no expiry of
+//! its own: it waits until it is decided or its turn ends. Only a call recovery cannot restore
+//! (a subagent child's, or one in a turn that is not the session's last open one) is closed
+//! with `action.approval_resolved` (decision `expired`) and an `isError` `action.result`,
+//! before that turn's `turn.failed`, so every requested call keeps a result in the log.
 //!
 //! This module does not decide whether a call needs approval (the tool registry does) nor run
 //! calls (`dispatch.rs`).
@@ -35,7 +38,7 @@ use crate::types::Principal;
 
 /// What the model reads when a person denies a call.
 pub const DENIED: &str = "denied by a human reviewer: the call was not run";
-/// What the model reads for a call that was parked when the host stopped.
+/// What the model reads for a parked call recovery could not restore (see the module docs).
 pub const EXPIRED: &str = "approval expired: the host restarted before anyone decided; the call was not run";
 
 /// One parked call, as `GET /v1/session/:id/approvals` lists it.
@@ -80,6 +83,25 @@ impl Approvals {
         let (decide, decided) = oneshot::channel();
         self.lock().entry(session.clone()).or_default().push(Parked { pending, decide });
         decided
+    }
+
+    /// Parks a call again after a restart (`resume.rs`), keeping its original `requested_at`.
+    pub fn restore(&self, session: &SessionId, pending: PendingApproval) -> oneshot::Receiver<Resolution> {
+        self.park(session, pending)
+    }
+
+    /// Sets a parked call's `requested_at` to its `action.approval_requested` event's time.
+    pub fn stamp(&self, session: &SessionId, call_id: &CallId, at: DateTime<Utc>) {
+        if let Some(parked) =
+            self.lock().get_mut(session).and_then(|c| c.iter_mut().find(|p| &p.pending.call_id == call_id))
+        {
+            parked.pending.requested_at = at;
+        }
+    }
+
+    /// Withdraws a parked call nobody will wait for (no-op when it is not parked).
+    pub fn withdraw(&self, session: &SessionId, call_id: &CallId) {
+        self.take(session, call_id);
     }
 
     pub fn list(&self, session: &SessionId) -> Vec<PendingApproval> {
@@ -130,6 +152,11 @@ impl<'a> ParkedCalls<'a> {
         };
         self.calls.push(call_id.clone());
         self.approvals.park(&self.session, pending)
+    }
+
+    /// Takes charge of a call parked before this dispatch began (restored after a restart).
+    pub fn adopt(&mut self, call_id: &CallId) {
+        self.calls.push(call_id.clone());
     }
 }
 
@@ -182,7 +209,7 @@ impl Core {
     }
 }
 
-/// Restart recovery: for each call of an `open` turn that was parked (requested, never
+/// Restart recovery, for turns it does not restore: for each call of an `open` turn that was parked (requested, never
 /// resolved, no result), `action.approval_resolved` (`expired`) and an `isError`
 /// `action.result`, in the turn, in the order the calls were parked.
 pub(crate) fn expire_parked(events: &[Event], open: &[TurnId]) -> Vec<NewEvent> {

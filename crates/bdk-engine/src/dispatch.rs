@@ -10,7 +10,12 @@
 //! nothing would run for a person to approve. A step may run at most `max_calls_per_step`
 //! calls; the ones past it get an error result naming the limit, and the model can ask again. Tool failures are always "tell the model" here; only the model,
 //! the step budget, cancellation or storage can fail a turn.
+//!
+//! When the host shuts down (drain past its grace) while only parked calls are left, the
+//! dispatch writes nothing more and reports the turn suspended: it stays open in the log and
+//! the next start restores it, still waiting (`resume.rs`, [`resume_calls`]).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
+use crate::resume::{INTERRUPTED_BY_RESTART, Prior};
 use crate::subagents::{self, Parent, Spent};
 use crate::{artifacts, skills};
 
@@ -121,35 +127,66 @@ fn over_cap(asked: usize, cap: usize) -> String {
     )
 }
 
+/// How a dispatch stopped waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Halt {
+    /// Every call has its result.
+    Done,
+    /// The turn was cancelled: calls still running got a cancelled result.
+    Cancelled,
+    /// The host is shutting down and only parked calls were left: nothing more was written, so
+    /// the next start restores the turn still waiting for them (`resume.rs`).
+    Suspended,
+}
+
+/// The calls one dispatch started and waits for.
+struct InFlight<'a> {
+    results: Vec<Option<ToolOutcome>>,
+    spent: Vec<Option<Spent>>,
+    set: JoinSet<Landed>,
+    parked: ParkedCalls<'a>,
+    /// Calls waiting for a decision (their task is in `set`).
+    waiting: HashSet<usize>,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(context: &DispatchContext<'a>, calls: usize) -> Self {
+        InFlight {
+            results: vec![None; calls],
+            spent: vec![None; calls],
+            set: JoinSet::new(),
+            parked: ParkedCalls::new(context.approvals, context.session),
+            waiting: HashSet::new(),
+        }
+    }
+}
+
 /// Runs `calls`, recording each result as it lands. Returns the results in call order and
-/// whether the turn was cancelled meanwhile. `Err` is a storage failure.
+/// how the wait ended. `Err` is a storage failure.
 pub(crate) async fn run_calls(
     context: DispatchContext<'_>,
     emit: &mut Emitter,
     calls: &[PreparedCall],
-) -> bdk_store::Result<(Vec<Finished>, bool)> {
-    let mut results: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
-    let mut spent: Vec<Option<Spent>> = vec![None; calls.len()];
-    let mut set = JoinSet::new();
-    let mut parked = ParkedCalls::new(context.approvals, context.session);
+) -> bdk_store::Result<(Vec<Finished>, Halt)> {
+    let mut flight = InFlight::new(&context, calls.len());
     let cap = context.core.max_calls_per_step;
     for (index, call) in calls.iter().enumerate() {
         let refused = if index >= cap { Some(over_cap(calls.len(), cap)) } else { call.invalid.clone() };
         if let Some(message) = refused {
             let outcome = ToolOutcome::error(message);
             emit.push(result_event(call, &outcome, 0));
-            results[index] = Some(outcome);
+            flight.results[index] = Some(outcome);
             continue;
         }
         match builtin(&context, call) {
             Builtin::No => {}
             Builtin::Answer(outcome) => {
                 emit.push(result_event(call, &outcome, 0));
-                results[index] = Some(outcome);
+                flight.results[index] = Some(outcome);
                 continue;
             }
             Builtin::Tag => {
-                set.spawn(tag_artifact(
+                flight.set.spawn(tag_artifact(
                     context.core.clone(),
                     context.session.clone(),
                     context.workspace.clone(),
@@ -169,7 +206,7 @@ pub(crate) async fn run_calls(
                     Ok(record) => {
                         emit.push(delegation.called_event());
                         let run = delegation.run(context.core.clone(), parent, record, context.cancel.child_token());
-                        set.spawn(async move {
+                        flight.set.spawn(async move {
                             let started = Instant::now();
                             let (outcome, spent) = run.await;
                             Landed::Delegated {
@@ -182,32 +219,93 @@ pub(crate) async fn run_calls(
                     }
                     Err(refused) => {
                         emit.push(result_event(call, &refused, 0));
-                        results[index] = Some(refused);
+                        flight.results[index] = Some(refused);
                     }
                 }
                 continue;
             }
         }
         if needs_approval(&context, call) {
-            let decided = parked.park(context.turn, &call.call_id, &call.name, &call.input);
+            let decided = flight.parked.park(context.turn, &call.call_id, &call.name, &call.input);
             emit.push(EventData::ApprovalRequested(ApprovalRequested {
                 call_id: call.call_id.clone(),
                 tool_name: call.name.clone(),
                 input: call.input.clone(),
             }));
-            set.spawn(wait_for_decision(index, decided));
+            flight.set.spawn(wait_for_decision(index, decided));
+            flight.waiting.insert(index);
             continue;
         }
-        start_call(&mut set, &context, index, call);
+        start_call(&mut flight.set, &context, index, call);
+    }
+    // A parked call is listed with its event's time, the one a restart restores.
+    for event in emit.flush_written().await? {
+        if let EventData::ApprovalRequested(requested) = &event.data {
+            context.approvals.stamp(context.session, &requested.call_id, event.at);
+        }
+    }
+    wait_all(&context, emit, calls, flight).await
+}
+
+/// Continues the tool calls of a turn restored after a restart: results already in the log are
+/// kept, restored parked calls wait for their decision, and calls that were running when the
+/// host stopped get an error result (they are not run twice).
+pub(crate) async fn resume_calls(
+    context: DispatchContext<'_>,
+    emit: &mut Emitter,
+    calls: &[PreparedCall],
+    prior: Vec<Prior>,
+) -> bdk_store::Result<(Vec<Finished>, Halt)> {
+    let mut flight = InFlight::new(&context, calls.len());
+    for ((index, call), prior) in calls.iter().enumerate().zip(prior) {
+        match prior {
+            Prior::Done(outcome) => flight.results[index] = Some(outcome),
+            Prior::Parked(decided) => {
+                flight.parked.adopt(&call.call_id);
+                flight.set.spawn(wait_for_decision(index, decided));
+                flight.waiting.insert(index);
+            }
+            Prior::Interrupted => {
+                let outcome = ToolOutcome::error(INTERRUPTED_BY_RESTART);
+                if call.name == subagents::TOOL && is_builtin(&context, subagents::TOOL) {
+                    emit.push(subagents::completed_event(
+                        &call.call_id,
+                        &subagents::named(&call.input),
+                        &outcome,
+                        0,
+                        None,
+                    ));
+                }
+                emit.push(result_event(call, &outcome, 0));
+                flight.results[index] = Some(outcome);
+            }
+        }
     }
     emit.flush().await?;
+    wait_all(&context, emit, calls, flight).await
+}
 
-    let mut cancelled = false;
+/// Waits for every call in flight, recording each result as it lands, then answers what is
+/// left (cancelled calls) unless the turn is suspended.
+async fn wait_all(
+    context: &DispatchContext<'_>,
+    emit: &mut Emitter,
+    calls: &[PreparedCall],
+    flight: InFlight<'_>,
+) -> bdk_store::Result<(Vec<Finished>, Halt)> {
+    let InFlight { mut results, mut spent, mut set, parked, mut waiting } = flight;
+    let mut halt = Halt::Done;
     while !set.is_empty() {
         tokio::select! {
             biased;
             () = context.cancel.cancelled() => {
-                cancelled = true;
+                // Shutting down with nothing running but parked calls: leave the turn open.
+                let suspend = !context.nested
+                    && context.core.is_draining()
+                    && context.core.root.is_cancelled()
+                    && !waiting.is_empty()
+                    && waiting.len() == set.len();
+                halt = if suspend { Halt::Suspended } else { Halt::Cancelled };
                 break;
             }
             joined = set.join_next() => match joined {
@@ -216,11 +314,12 @@ pub(crate) async fn run_calls(
                     results[index] = Some(outcome);
                 }
                 Some(Ok(Landed::Decided { index, resolution: Some(resolution) })) => {
+                    waiting.remove(&index);
                     let call = &calls[index];
                     emit.send(approvals::resolved_event(&call.call_id, &call.name, &resolution)).await?;
                     let _ = resolution.recorded.send(());
                     if resolution.decision == ApprovalDecision::Approve {
-                        start_call(&mut set, &context, index, call);
+                        start_call(&mut set, context, index, call);
                     } else {
                         let outcome = ToolOutcome::error(approvals::DENIED);
                         emit.send(result_event(call, &outcome, 0)).await?;
@@ -242,6 +341,7 @@ pub(crate) async fn run_calls(
                     results[index] = Some(outcome);
                 }
                 Some(Ok(Landed::Decided { index, resolution: None })) => {
+                    waiting.remove(&index);
                     let outcome = ToolOutcome::error("the approval request was withdrawn; the call was not run");
                     emit.send(result_event(&calls[index], &outcome, 0)).await?;
                     results[index] = Some(outcome);
@@ -256,7 +356,12 @@ pub(crate) async fn run_calls(
     }
     set.abort_all();
     drop(parked);
+    if halt == Halt::Suspended {
+        emit.flush().await?;
+        return Ok((Vec::new(), halt));
+    }
 
+    let cancelled = halt == Halt::Cancelled;
     let mut finished = Vec::with_capacity(calls.len());
     for ((call, result), spent) in calls.iter().zip(results).zip(spent) {
         let outcome = match result {
@@ -265,7 +370,7 @@ pub(crate) async fn run_calls(
                 let message =
                     if cancelled { "the tool call was cancelled" } else { "the tool call failed unexpectedly" };
                 let outcome = ToolOutcome::error(message);
-                if call.name == subagents::TOOL && is_builtin(&context, subagents::TOOL) {
+                if call.name == subagents::TOOL && is_builtin(context, subagents::TOOL) {
                     // The child sees the same cancellation and closes its own session.
                     emit.push(subagents::completed_event(
                         &call.call_id,
@@ -282,7 +387,7 @@ pub(crate) async fn run_calls(
         finished.push(Finished { call_id: call.call_id.clone(), outcome, spent });
     }
     emit.flush().await?;
-    Ok((finished, cancelled))
+    Ok((finished, halt))
 }
 
 /// Whether `name` is one of the engine's built-ins this turn offers or refuses (the skill tool,

@@ -54,6 +54,16 @@ impl Emitter {
         self.log.append(&self.session, events).await.map(drop)
     }
 
+    /// Like [`Emitter::flush`], returning the events this flush wrote (with their `at`).
+    pub async fn flush_written(&mut self) -> bdk_store::Result<Vec<SharedEvent>> {
+        self.settle().await?;
+        if self.staged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let events = std::mem::take(&mut self.staged);
+        self.log.append(&self.session, events).await
+    }
+
     /// Whether events are staged and not yet handed to the log.
     pub fn has_staged(&self) -> bool {
         !self.staged.is_empty()

@@ -8,9 +8,13 @@
 //! says: a crash between a closing event and the record's write, or a record written before the
 //! field existed, is rewritten here, so listings after a restart read no log.
 //!
-//! Tool calls the open turn had parked for approval are closed first, before its `turn.failed`:
-//! `action.approval_resolved` with decision `expired` and an `isError` `action.result` saying the
-//! approval expired (see `approvals.rs`), so every requested call has its result.
+//! A turn that was waiting for approvals is not closed: the session's last open turn, when its
+//! last step has a parked call (and the session is not a subagent's child), is restored: its
+//! parked calls are put back in the registry and its actor continues it, still waiting for the
+//! decisions (`resume.rs`). The session stays `running` and gets no settling event. Parked calls
+//! of a turn that is closed instead get `action.approval_resolved` with decision `expired` and an
+//! `isError` `action.result` before its `turn.failed` (see `approvals.rs`), so every requested
+//! call has its result.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -22,10 +26,13 @@ use bdk_protocol::{Event, EventData, TurnId};
 use bdk_store::record::SessionStatus;
 use bdk_store::{NewEvent, SessionRecord};
 
+use crate::actor::Command;
 use crate::approvals;
 use crate::engine::Core;
 use crate::error::Result;
+use crate::resume::Plan;
 use crate::status;
+use crate::subagents;
 
 /// The reason recorded on a turn the host was running when it stopped.
 pub const RESTARTED: &str = "the host restarted while this turn was running";
@@ -36,15 +43,18 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 /// accepted; that status is written durably before the turn starts) or no status at all (a
 /// record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
 /// after the closing event is durable, so its log has nothing open: start-up reads no log of a
-/// settled session, and its cost follows the sessions that were open, not all state ever written.
+/// settled session. The store lists those sessions from its index of open sessions
+/// (`SessionStore::list_open`), so start-up does not even read a settled session's record: its
+/// cost follows the sessions that were open, not all state ever written.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     let mut closed = 0;
-    for record in core.stores.sessions.list().await? {
+    for record in core.stores.sessions.list_open().await? {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
         let result = recover_session(core, &record).await;
-        core.stores.events.release(&record.id);
+        // A restored turn's actor keeps the log open.
+        core.release_if_idle(&record.id);
         match result {
             Ok(n) => closed += n,
             Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
@@ -53,14 +63,16 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     Ok(closed)
 }
 
-async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
+async fn recover_session(core: &Arc<Core>, record: &SessionRecord) -> Result<usize> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
-    let (closed, last) = close_open_turns(core, record, &events).await?;
+    let (closed, last, restore) = close_open_turns(core, record, &events).await?;
+    drop(events);
     // An empty log tells nothing: the record keeps its status (`running` if it has none, as
-    // listings read such a log).
-    let (status, at) = match last {
-        Some(event) => (status::of_event(&event), event.at),
-        None => (record.status.unwrap_or(SessionStatus::Running), record.updated_at),
+    // listings read such a log). A restored turn keeps the session `running`.
+    let (status, at) = match (&restore, last) {
+        (Some(_), _) => (SessionStatus::Running, record.updated_at),
+        (None, Some(event)) => (status::of_event(&event), event.at),
+        (None, None) => (record.status.unwrap_or(SessionStatus::Running), record.updated_at),
     };
     if record.status != Some(status) {
         let mut next = record.clone();
@@ -68,17 +80,38 @@ async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
         next.updated_at = at.max(record.updated_at);
         core.stores.sessions.update(next).await?;
     }
+    if let Some(plan) = restore {
+        let turn = plan.turn.clone();
+        let resumed = Box::new(plan.restore(core, &record.id));
+        core.call(&record.id, None, |reply| Command::Resume { turn: turn.clone(), resumed, reply }).await?;
+        tracing::info!(session = %record.id, %turn, "restored a turn waiting for approval");
+    }
     Ok(closed)
 }
 
-/// Closes what the log leaves open. Returns how many turns, and the log's last status event
-/// after that (the appended settling event when it wrote one).
-async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event]) -> Result<(usize, Option<Event>)> {
-    let Some(last) = status::last_status_event(events) else { return Ok((0, None)) };
+/// What recovery did to one session's log: turns closed, the last status event after that,
+/// and the turn to restore.
+type Closed = (usize, Option<Event>, Option<Plan>);
+
+/// Closes what the log leaves open, except a turn to restore. Returns how many turns were
+/// closed, the log's last status event after that (the appended settling event when it wrote
+/// one) and the restorable turn's plan.
+async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event]) -> Result<Closed> {
+    let Some(last) = status::last_status_event(events) else { return Ok((0, None, None)) };
     if status::is_settled(last) {
-        return Ok((0, Some(last.clone())));
+        return Ok((0, Some(last.clone()), None));
     }
-    let open = open_turns(events);
+    let mut open = open_turns(events);
+    let restore = match open.last() {
+        Some(turn) if record.channel != subagents::CHANNEL => Plan::read(events, turn),
+        _ => None,
+    };
+    if restore.is_some() {
+        open.pop();
+        if open.is_empty() {
+            return Ok((0, Some(last.clone()), restore));
+        }
+    }
     let mut append = approvals::expire_parked(events, &open);
     append.extend(open.iter().map(|turn| {
         let failed = TurnFailed {
@@ -105,10 +138,12 @@ async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event])
             }),
         },
     };
-    append.push(NewEvent::new(settle));
+    if restore.is_none() {
+        append.push(NewEvent::new(settle));
+    }
     tracing::info!(session = %record.id, turns = open.len(), "recovered a session left running");
     let written = core.stores.events.append(&record.id, append).await?;
-    Ok((open.len(), written.last().map(|e| (**e).clone())))
+    Ok((open.len(), written.last().map(|e| (**e).clone()), restore))
 }
 
 /// Turns with a `turn.queued` or `turn.started` but no `turn.completed` / `turn.failed`, in

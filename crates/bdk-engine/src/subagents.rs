@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use bdk_protocol::event::{
-    MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted, SubagentCalled, SubagentCompleted,
-    Usage,
+    FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode, SessionStarted, SubagentCalled,
+    SubagentCompleted, Usage,
 };
 use bdk_protocol::{CallId, EventData, SessionId, TurnId};
 use bdk_store::record::SessionStatus;
@@ -227,6 +227,7 @@ async fn run_child(
         settings: parent.settings,
         workspace: WorkspacePrep { files: Vec::new(), ready: Arc::new(AtomicBool::new(true)) },
         persona: Some(Arc::new(persona)),
+        resume: None,
     };
     let outcome = turn::run_boxed(context).await;
     let spent = spent_of(&outcome.closing);
@@ -239,6 +240,15 @@ async fn run_child(
                 SessionStatus::Completed,
             )
         }
+        // A child turn is never suspended (its dispatch is nested); treated as cancelled.
+        TurnEnd::Suspended => (
+            ToolOutcome::error(format!("subagent `{}` failed: {}", spec.id, crate::turn::SHUTTING_DOWN)),
+            EventData::SessionFailed(SessionFailed {
+                message: crate::turn::SHUTTING_DOWN.to_owned(),
+                error: Some(FailureCode::ShuttingDown),
+            }),
+            SessionStatus::Failed,
+        ),
         TurnEnd::Failed { message, error } | TurnEnd::Cancelled { message, error } => (
             ToolOutcome::error(format!("subagent `{}` failed: {message}", spec.id)),
             EventData::SessionFailed(SessionFailed { message, error: Some(error) }),

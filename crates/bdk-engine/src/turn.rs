@@ -25,11 +25,12 @@ use tokio_util::sync::CancellationToken;
 use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
-use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
+use crate::dispatch::{self, DispatchContext, Halt, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
 use crate::engine::Core;
 use crate::failure;
 use crate::result_gate::{self, Verdict};
+use crate::resume::Resumed;
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
@@ -55,6 +56,9 @@ pub(crate) struct TurnContext {
     pub workspace: WorkspacePrep,
     /// Who runs the turn when it is a subagent's child turn; `None`: the agent itself.
     pub persona: Option<Arc<Persona>>,
+    /// A turn restored after a restart, waiting in its tool calls (`resume.rs`); `None`: a new
+    /// turn.
+    pub resume: Option<Box<Resumed>>,
 }
 
 /// A subagent running a child turn (`subagents.rs`): its prompt, model and step budget, and the
@@ -76,9 +80,20 @@ pub(crate) struct Persona {
 /// How a turn ended, for the actor.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum TurnEnd {
-    Completed { result: Option<String> },
-    Failed { message: String, error: FailureCode },
-    Cancelled { message: String, error: FailureCode },
+    Completed {
+        result: Option<String>,
+    },
+    Failed {
+        message: String,
+        error: FailureCode,
+    },
+    Cancelled {
+        message: String,
+        error: FailureCode,
+    },
+    /// The host shut down while the turn only waited for approvals: it stays open in the log
+    /// (no closing events) and the next start restores it.
+    Suspended,
 }
 
 /// What a turn task hands back to the actor.
@@ -94,6 +109,7 @@ pub(crate) struct TurnOutcome {
 /// Why the loop stopped early.
 enum Stop {
     Cancelled,
+    Suspended,
     Failed(FailureCode, String),
     Store(bdk_store::Error),
 }
@@ -109,14 +125,15 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let core = context.core.clone();
     let mut conversation = std::mem::take(&mut context.conversation);
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
-    let mut usage = ModelUsage::default();
+    let resume = context.resume.take();
+    let mut usage = resume.as_ref().map(|r| r.usage).unwrap_or_default();
     let mut children = Spent::default();
     let mut priced = match &context.persona {
         Some(persona) => (persona.model.clone(), persona.price),
         None => (core.model.clone(), core.price),
     };
     let started = Instant::now();
-    let driven = drive(&context, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
+    let driven = drive(&context, resume, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
     let (model, price) = priced;
     let stop = match driven {
         Ok(result) => {
@@ -129,13 +146,18 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
             }));
             return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation };
         }
+        Err(Stop::Suspended) => {
+            return TurnOutcome { end: TurnEnd::Suspended, closing: emit.take(), conversation };
+        }
         Err(stop) => stop,
     };
     let (status, code, message) = match stop {
         Stop::Cancelled if core.is_draining() => {
             (TurnFailStatus::Cancelled, FailureCode::ShuttingDown, SHUTTING_DOWN.to_owned())
         }
-        Stop::Cancelled => (TurnFailStatus::Cancelled, FailureCode::Cancelled, INTERRUPTED.to_owned()),
+        Stop::Cancelled | Stop::Suspended => {
+            (TurnFailStatus::Cancelled, FailureCode::Cancelled, INTERRUPTED.to_owned())
+        }
         Stop::Failed(code, message) => (TurnFailStatus::Failed, code, message),
         Stop::Store(error) => {
             tracing::error!(session = %context.session, turn = %context.turn, %error, "turn failed on storage");
@@ -168,6 +190,7 @@ pub(crate) fn run_boxed(context: TurnContext) -> bdk_store::BoxFuture<'static, T
 /// The loop itself. Returns the final text when the turn completes.
 async fn drive(
     context: &TurnContext,
+    mut resume: Option<Box<Resumed>>,
     conversation: &mut Conversation,
     emit: &mut Emitter,
     usage: &mut ModelUsage,
@@ -184,6 +207,13 @@ async fn drive(
         Some(_) => None,
         None => match core.slots.admit() {
             Ok(permit) => Some(permit),
+            // A restored turn started long ago: it waits for its slot without `turn.queued`,
+            // and if it is cancelled meanwhile its dispatch still answers its calls.
+            Err(queued) if resume.is_some() => tokio::select! {
+                biased;
+                () = cancel.cancelled() => None,
+                permit = queued.wait() => permit,
+            },
             Err(queued) => {
                 emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
                 tokio::select! {
@@ -194,7 +224,7 @@ async fn drive(
             }
         },
     };
-    if cancel.is_cancelled() {
+    if cancel.is_cancelled() && resume.is_none() {
         return Err(Stop::Cancelled);
     }
 
@@ -220,7 +250,9 @@ async fn drive(
         *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
     }
     let system = skills::system_prompt(&instructions, &core.capabilities.skills);
-    emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
+    if resume.is_none() {
+        emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
+    }
 
     let mut workspace = match persona {
         Some(p) => p.workspace.clone(),
@@ -231,6 +263,36 @@ async fn drive(
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
     let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
+    let mut first = 0;
+    if let Some(resumed) = resume.take() {
+        // The restored step's calls first; then the model reads their results.
+        let Resumed { step, calls, prior, guard, .. } = *resumed;
+        if workspace.is_none() {
+            workspace = core.stores.workspaces.session_workspace(workspace_of).await.ok();
+        }
+        let dispatch = DispatchContext {
+            tools: &core.tools,
+            session: &context.session,
+            turn: &context.turn,
+            workspace: workspace.clone(),
+            cancel,
+            settings: context.settings.clone(),
+            approvals: &core.approvals,
+            core,
+            nested: false,
+        };
+        let (_, halt) = dispatch::resume_calls(dispatch, emit, &calls, prior).await?;
+        drop(guard);
+        match halt {
+            Halt::Done => {}
+            Halt::Cancelled => return Err(Stop::Cancelled),
+            Halt::Suspended => return Err(Stop::Suspended),
+        }
+        let new_events = core.stores.events.read(&context.session, conversation.next_index(), None).await?;
+        conversation.fold(&new_events);
+        messages = conversation.messages();
+        first = step + 1;
+    }
     // Answers the result gate rejected so far.
     let mut revisions = 0u32;
     // Long conversations (`compaction.rs`): a child turn has no earlier items to compact.
@@ -252,7 +314,7 @@ async fn drive(
     if compactor.on && compactor.window.is_some() {
         compactor.budget.seed(conversation.reported_tokens(), &build(&messages));
     }
-    for step in 0..max_steps {
+    for step in first..max_steps {
         let mut request = build(&messages);
         if compactor.on
             && let Some(window) = compactor.window
@@ -378,7 +440,11 @@ async fn drive(
             core,
             nested: persona.is_some(),
         };
-        let (finished, cancelled) = dispatch::run_calls(dispatch, emit, &calls).await?;
+        let (finished, halt) = dispatch::run_calls(dispatch, emit, &calls).await?;
+        if halt == Halt::Suspended {
+            return Err(Stop::Suspended);
+        }
+        let cancelled = halt == Halt::Cancelled;
         for spent in finished.iter().filter_map(|done| done.spent) {
             children.usage.add(&spent.usage);
             children.cost_usd += spent.cost_usd;

@@ -63,6 +63,30 @@ impl SessionStore for PgStore {
         })
     }
 
+    /// The database picks the sessions whose record says `running` or has no status, so
+    /// start-up transfers and parses only those.
+    fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
+        Box::pin(async move {
+            let client = self.db.client().await?;
+            let rows = client
+                .query(
+                    "SELECT record FROM bdk_sessions WHERE agent = $1 \
+                     AND coalesce(record::jsonb ->> 'status', 'running') = 'running' ORDER BY seq",
+                    &[&&*self.agent],
+                )
+                .await
+                .map_err(db)?;
+            let mut out = Vec::with_capacity(rows.len());
+            for row in rows {
+                match parse_record(row.get(0)) {
+                    Ok(record) => out.push(record),
+                    Err(error) => tracing::warn!(%error, "skipping an unreadable session record"),
+                }
+            }
+            Ok(out)
+        })
+    }
+
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
         Box::pin(async move {
             let client = self.db.client().await?;

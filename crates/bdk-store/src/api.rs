@@ -77,6 +77,19 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Every session, oldest first.
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>>;
 
+    /// The sessions that may have an open turn (status `running`, or none in a record older
+    /// than the field), oldest first: what restart recovery reads. The default filters
+    /// [`SessionStore::list`]; a backend keeps an index so this does not read every record.
+    fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
+        Box::pin(async move {
+            let all = self.list().await?;
+            Ok(all
+                .into_iter()
+                .filter(|r| r.status.is_none_or(|s| s == crate::record::SessionStatus::Running))
+                .collect())
+        })
+    }
+
     /// Removes the session, its log and its workspace. `false` if it did not exist.
     fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>>;
 }

@@ -97,7 +97,7 @@ macro_rules! conformance_suite {
             followers_see_every_event_once, followers_on_another_handle_see_appends, follower_of_an_empty_log_waits,
             deleting_a_session_ends_its_streams, kv_round_trip, kv_rejects_invalid_keys, host_data_is_scoped,
             host_files_round_trip, host_file_paths_stay_inside, workspaces_exist_for_live_sessions,
-            firings_are_claimed_once, reminders_round_trip,
+            firings_are_claimed_once, reminders_round_trip, list_open_lists_running_and_unknown_status,
         );
     };
     (@each $make:expr; $($case:ident,)*) => {
@@ -143,6 +143,38 @@ pub async fn sessions_create_get_update_list(backend: &dyn Backend) {
     assert!(within(s.sessions.get(&ghost)).await.unwrap().is_none());
     let err = within(s.sessions.update(record(&ghost))).await.unwrap_err();
     assert!(matches!(err, Error::SessionNotFound(_)), "{err}");
+}
+
+/// `list_open` lists the sessions whose status is `running` or unknown, oldest first, following
+/// status changes and deletes, on this handle and on a reopened one.
+pub async fn list_open_lists_running_and_unknown_status(backend: &dyn Backend) {
+    let state = backend.fresh().await;
+    let s = state.stores();
+    let open_ids = |records: Vec<SessionRecord>| records.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let unknown = session(&s).await;
+    let mut records = Vec::new();
+    for status in [SessionStatus::Running, SessionStatus::Waiting, SessionStatus::Completed, SessionStatus::Failed] {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let id = SessionId::generate();
+        let mut rec = record(&id);
+        rec.status = Some(status);
+        within(s.sessions.create(rec.clone())).await.unwrap();
+        records.push(rec);
+    }
+    let running = records[0].id.clone();
+    assert_eq!(open_ids(within(s.sessions.list_open()).await.unwrap()), [unknown.clone(), running.clone()]);
+
+    // The waiting one runs again; the running one settles; the unknown one is deleted.
+    let mut waiting = records[1].clone();
+    waiting.status = Some(SessionStatus::Running);
+    within(s.sessions.update(waiting.clone())).await.unwrap();
+    let mut settled = records[0].clone();
+    settled.status = Some(SessionStatus::Completed);
+    within(s.sessions.update_derived(settled)).await.unwrap();
+    within(s.sessions.delete(&unknown)).await.unwrap();
+    assert_eq!(open_ids(within(s.sessions.list_open()).await.unwrap()), [waiting.id.clone()]);
+    let other = state.reopen().await;
+    assert_eq!(open_ids(within(other.stores().sessions.list_open()).await.unwrap()), [waiting.id]);
 }
 
 /// Deleting removes the record, the log and the session's host data; a second delete is `false`.

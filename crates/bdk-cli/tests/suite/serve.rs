@@ -1,6 +1,7 @@
 //! `bdk serve` as a process: startup (refuses error diagnostics, prints the bound address), a
 //! SIGKILL mid-turn followed by a restart on the same state root (acknowledged events survive,
-//! the interrupted turn is closed, a follow-up works), SIGTERM draining. Every wait has a timeout.
+//! the interrupted turn is closed, a follow-up works), a parked approval surviving a SIGKILL,
+//! SIGTERM draining. Every wait has a timeout.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -286,6 +287,87 @@ async fn a_killed_server_restarts_with_every_acknowledged_event_and_the_turn_clo
         }
         assert_ne!(event["type"], json!("turn.failed"), "{event}");
     }
+}
+
+/// A tool that needs approval; it leaves `deployed.marker` in the bot folder when it runs.
+const DEPLOY: &str = r#"description = "Deploy."
+needs_approval = true
+command = ["sh", "-c", "cat > /dev/null; touch deployed.marker; echo '{\"deployed\": true}'"]
+"#;
+
+async fn approvals(url: String) -> Vec<Value> {
+    let body: Value =
+        within("approvals", async { client().get(url).send().await.unwrap().json().await.unwrap() }).await;
+    body["approvals"].as_array().cloned().unwrap_or_default()
+}
+
+/// SIGKILL while a call waits for approval: after the restart the call is listed again, the
+/// turn is still open, and approving it runs the tool and completes that turn; a stream opened
+/// after the restart sees the continuation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_approval_survives_a_sigkill_and_approving_it_completes_the_turn() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    let projects = root.path().join("projects");
+    let project = write_project(&projects, "ops", &["tool_calls = [{ name = \"deploy\", arguments = {} }]"]);
+    std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+    std::fs::write(project.join("bot/tools/deploy.toml"), DEPLOY).unwrap();
+    let args = ["--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap()];
+    let server = Server::start(&args);
+    let base = format!("{}/ops", server.origin);
+    let (status, started) = post(format!("{base}/v1/session"), json!({"message": "deploy"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let turn = started["turnId"].clone();
+    // Parked, and listed with its event's time once that event is in the log.
+    let parked = within("the call to park", async {
+        loop {
+            let listed = approvals(format!("{base}/v1/session/{id}/approvals")).await;
+            let recorded = events(format!("{base}/v1/session/{id}/events")).await;
+            let requested = recorded.iter().find(|e| e["type"] == "action.approval_requested");
+            if let (Some(call), Some(event)) = (listed.first(), requested)
+                && call["requestedAt"] == event["at"]
+            {
+                return listed;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    server.kill();
+
+    // Restart with a model that answers once the result is in.
+    write_project(&projects, "ops", &["text = \"Deployed after the restart.\""]);
+    let server = Server::start(&args);
+    let base = format!("{}/ops", server.origin);
+    assert_eq!(approvals(format!("{base}/v1/session/{id}/approvals")).await, parked);
+    let recorded = events(format!("{base}/v1/session/{id}/events")).await;
+    assert_eq!(recorded.last().unwrap()["type"], json!("action.approval_requested"), "{recorded:?}");
+    assert!(!project.join("bot/deployed.marker").exists());
+
+    let mut stream = Stream::open(format!("{base}/v1/session/{id}/stream?startIndex={}", recorded.len())).await;
+    let call = parked[0]["callId"].as_str().unwrap();
+    let (status, decided) =
+        post(format!("{base}/v1/session/{id}/approvals/{call}"), json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{decided}");
+    let mut seen = Vec::new();
+    loop {
+        let event = stream.next().await.expect("stream ended before the turn completed");
+        assert_ne!(event["type"], json!("turn.failed"), "{event}");
+        seen.push(event["type"].as_str().unwrap().to_owned());
+        if event["type"] == "action.result" {
+            assert_eq!(event["data"]["result"], json!({"deployed": true}));
+        }
+        if event["type"] == "message.completed" {
+            assert_eq!(event["data"]["text"], json!("Deployed after the restart."));
+        }
+        if event["type"] == "turn.completed" {
+            assert_eq!(event["turnId"], turn);
+            break;
+        }
+    }
+    assert_eq!(seen[..2], ["action.approval_resolved", "action.result"], "{seen:?}");
+    assert!(project.join("bot/deployed.marker").exists());
 }
 
 /// SIGTERM mid-turn: new connections are refused at once while the open stream keeps

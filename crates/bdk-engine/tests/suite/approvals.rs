@@ -1,12 +1,14 @@
 //! Approvals: a call whose tool needs approval parks (`action.approval_requested`, the turn keeps
 //! running) until the owner approves it (it runs) or denies it (the model reads the denial);
 //! several parked calls resolve independently; stopping the turn cancels a parked call; a
-//! restart expires it deterministically and the session goes on.
+//! parked call and its turn survive a restart (SIGKILL-like or a drain) and are decided after
+//! it; a parked call recovery cannot restore expires deterministically.
 
 use bdk_engine::{Admission, DENIED, EXPIRED, EngineError, ListScope, RESTARTED};
 use bdk_model::{Message, ScriptStep};
 use bdk_protocol::EventData;
-use bdk_protocol::event::{ApprovalDecision, TurnFailStatus};
+use bdk_protocol::event::{ApprovalDecision, StepStarted, TurnFailStatus};
+use bdk_store::{FsStore, NewEvent};
 use serde_json::json;
 
 use super::support::*;
@@ -154,7 +156,7 @@ async fn stopping_the_turn_cancels_a_parked_call() {
 }
 
 #[tokio::test]
-async fn preempting_or_draining_the_turn_cancels_a_parked_call() {
+async fn preempting_cancels_a_parked_call_and_draining_leaves_it_parked() {
     let fx = ToolFixture::standard(vec![
         ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})),
         say("Something else."),
@@ -174,7 +176,8 @@ async fn preempting_or_draining_the_turn_cancels_a_parked_call() {
     assert!(result_of(&events, &first).result.as_str().unwrap().contains("cancelled"));
     assert!(within(fx.engine.approvals(id, &alice())).await.unwrap().is_empty());
 
-    // Draining cancels a parked call once the grace period is over.
+    // A second parked call; draining past the grace leaves it parked (see
+    // `draining_leaves_a_parked_turn_open_for_the_next_start`), so the turn writes nothing more.
     within(fx.engine.follow_up(id, follow("promote now", &accepted.continuation_token, Admission::Preempt)))
         .await
         .unwrap();
@@ -182,9 +185,8 @@ async fn preempting_or_draining_the_turn_cancels_a_parked_call() {
     let (second, _) = requested_calls(&events).pop().unwrap();
     within(fx.engine.drain(std::time::Duration::from_millis(50))).await;
     let events = within(fx.engine.events(id, &alice(), 0)).await.unwrap();
-    assert!(result_of(&events, &second).result.as_str().unwrap().contains("cancelled"));
-    let Some(EventData::TurnFailed(failed)) = events.iter().rev().nth(1).map(|e| &e.data) else { panic!() };
-    assert_eq!(failed.message, bdk_engine::SHUTTING_DOWN);
+    assert!(events.iter().all(|e| !matches!(&e.data, EventData::ActionResult(r) if r.call_id == second)));
+    assert_eq!(shape(&events).last(), Some(&"action.approval_requested"));
     assert!(!fx.bot().join("promoted.marker").exists());
 }
 
@@ -205,56 +207,238 @@ async fn only_the_owner_sees_and_resolves_approvals() {
     within(fx.engine.stop(id, &alice())).await.unwrap();
 }
 
+/// Runs `first` on a runtime of its own and drops that runtime: every task of the engine built
+/// on it dies with it, as in a SIGKILL (nothing is closed, only what was durable stays).
+fn then_die<T>(first: impl std::future::Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let out = runtime.block_on(first);
+    drop(runtime);
+    out
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
 #[test]
-fn a_restart_expires_a_parked_call_and_the_session_goes_on() {
-    //! Guards: the host "dies" (its runtime is dropped) with a call parked; recovery records
-    //! `approval_resolved` (expired) and an error result before `turn.failed`, and the next turn's
-    //! model sees the call paired with that result.
+fn a_parked_call_survives_a_restart_and_approving_it_completes_the_turn() {
+    //! Guards: the host dies with a call parked; the next start restores the turn (no
+    //! `turn.failed`, still `running`), lists the call as before, and approving it runs the tool;
+    //! the same turn then completes with the model reading the result; a stream attached after the
+    //! restart sees the continuation.
     let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
-    let first = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (id, token, call) = first.block_on(async {
+    let (id, turn, call, requested_at) = then_die(async {
         let started = fx.chat("promote it").await;
         let events = parked(&fx.engine, &started.session_id, 1).await;
         let (call, _) = requested_calls(&events).remove(0);
-        (started.session_id, started.continuation_token, call)
+        // Listed with its event's time once that event is durable (the time a restart restores).
+        let at = events.last().unwrap().at;
+        within(async {
+            while within(fx.engine.approvals(&started.session_id, &alice())).await.unwrap()[0].requested_at != at {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        (started.session_id, started.turn_id, call, at)
     });
-    drop(first);
 
-    let second = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    second.block_on(async {
-        let (engine, provider) = fx.restart(vec![say("It was not promoted.")]);
+    runtime().block_on(async {
+        let (engine, provider) = fx.restart(vec![say("Promoted after the restart.")]);
+        assert_eq!(within(engine.recover()).await.unwrap(), 0, "nothing closed");
+        let before = within(engine.events(&id, &alice(), 0)).await.unwrap();
+        assert_eq!(shape(&before).last(), Some(&"action.approval_requested"), "{:?}", shape(&before));
+        let pending = within(engine.approvals(&id, &alice())).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].call_id, call);
+        assert_eq!(pending[0].turn_id, turn);
+        assert_eq!(pending[0].requested_at, requested_at);
+        assert_eq!(pending[0].input, json!({"env": "prod"}));
+        assert!(engine.is_busy(&id));
+        assert_eq!(within(engine.list(ListScope::All)).await.unwrap()[0].status, "running");
+        assert!(!fx.bot().join("promoted.marker").exists());
+        // Idempotent: a second pass neither closes nor re-parks.
+        assert_eq!(within(engine.recover()).await.unwrap(), 0);
+        assert_eq!(within(engine.approvals(&id, &alice())).await.unwrap().len(), 1);
+
+        // A stream attached after the restart, from the end of the log.
+        let from = before.len() as u64;
+        let mut stream = within(engine.follow(&id, &alice(), from)).await.unwrap();
+        within(engine.resolve_approval(&id, &call, ApprovalDecision::Approve, &alice())).await.unwrap();
+        let mut tail = Vec::new();
+        within(async {
+            while let Some(event) = stream.next().await {
+                let event = (*event.unwrap()).clone();
+                let done = matches!(event.data, EventData::SessionWaiting(_));
+                tail.push(event);
+                if done {
+                    break;
+                }
+            }
+        })
+        .await;
+        let kinds = shape(&tail);
+        assert_eq!(kinds[..2], ["action.approval_resolved", "action.result"], "{kinds:?}");
+        assert_eq!(kinds[kinds.len() - 2..], ["turn.completed", "session.waiting"], "{kinds:?}");
+        assert!(!kinds.contains(&"turn.started") && !kinds.contains(&"turn.failed"), "{kinds:?}");
+        assert!(tail.iter().filter(|e| e.turn_id.is_some()).all(|e| e.turn_id.as_ref() == Some(&turn)));
+        let events = within(engine.events(&id, &alice(), 0)).await.unwrap();
+        assert_eq!(resolution_of(&events, &call).unwrap().principal.as_deref(), Some("alice"));
+        assert_eq!(result_of(&events, &call).result, json!({"promoted": true}));
+        assert!(fx.bot().join("promoted.marker").exists());
+        assert_eq!(bdk_engine::Trajectory::from_events(&events).reply.as_deref(), Some("Promoted after the restart."));
+        // The step after the restart is step 1 of the same turn, and the model reads the result.
+        let steps: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match &e.data {
+                EventData::StepStarted(s) => Some(s.step),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(steps, [0, 1]);
+        let messages = &provider.requests()[0].messages;
+        assert_eq!(messages.len(), 3, "{messages:?}");
+        assert!(matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 1));
+        assert!(
+            matches!(&messages[2], Message::Tool { content, is_error: false, .. } if content == r#"{"promoted":true}"#)
+        );
+        assert!(within(engine.approvals(&id, &alice())).await.unwrap().is_empty());
+        // The settled status is written just after `session.waiting`.
+        within(async {
+            while within(engine.list(ListScope::All)).await.unwrap()[0].status != "waiting" {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    });
+}
+
+#[test]
+fn a_parked_call_survives_a_restart_and_denying_it_tells_the_model() {
+    //! Guards: the deny path after a restart; a sibling call that had finished keeps its result
+    //! and is not run again.
+    let fx =
+        ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})).with_tool_call(
+            "c2",
+            "lookup",
+            json!({}),
+        )]);
+    let (id, promote, lookup) = then_die(async {
+        let started = fx.chat("promote it").await;
+        let id = started.session_id;
+        let events = parked(&fx.engine, &id, 1).await;
+        let calls = requested_calls(&events);
+        let (promote, lookup) = (calls[0].0.clone(), calls[1].0.clone());
+        until(&fx.engine, &id, |e| matches!(&e.data, EventData::ActionResult(r) if r.call_id == lookup)).await;
+        (id, promote, lookup)
+    });
+
+    runtime().block_on(async {
+        let (engine, provider) = fx.restart(vec![say("Understood, not promoted.")]);
+        assert_eq!(within(engine.recover()).await.unwrap(), 0);
+        within(engine.resolve_approval(&id, &promote, ApprovalDecision::Deny, &alice())).await.unwrap();
+        let events = settled(&engine, &id, 1).await;
+        assert_eq!(resolution_of(&events, &promote).unwrap().decision, ApprovalDecision::Deny);
+        assert_eq!(result_of(&events, &promote).result, json!(DENIED));
+        let lookups =
+            events.iter().filter(|e| matches!(&e.data, EventData::ActionResult(r) if r.call_id == lookup)).count();
+        assert_eq!(lookups, 1, "the finished call keeps its one result");
+        assert!(!fx.bot().join("promoted.marker").exists());
+        let messages = &provider.requests()[0].messages;
+        let results: Vec<(&str, bool)> = messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { content, is_error, .. } => Some((content.as_str(), *is_error)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results, [(DENIED, true), ("found", false)]);
+        let shape = shape(&events);
+        assert_eq!(shape[shape.len() - 2..], ["turn.completed", "session.waiting"]);
+    });
+}
+
+#[test]
+fn stopping_a_restored_turn_cancels_its_parked_call() {
+    //! Guards: a restored turn ends like a live one when stopped: the call gets a cancelled
+    //! result, it is no longer listed, and deciding it is `ApprovalNotFound`.
+    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    let (id, call) = then_die(async {
+        let started = fx.chat("promote it").await;
+        let events = parked(&fx.engine, &started.session_id, 1).await;
+        (started.session_id, requested_calls(&events).remove(0).0)
+    });
+    runtime().block_on(async {
+        let (engine, _) = fx.restart(Vec::new());
+        within(engine.recover()).await.unwrap();
+        within(engine.stop(&id, &alice())).await.unwrap();
+        let events = settled(&engine, &id, 1).await;
+        assert!(result_of(&events, &call).result.as_str().unwrap().contains("cancelled"));
+        assert!(within(engine.approvals(&id, &alice())).await.unwrap().is_empty());
+        let late = within(engine.resolve_approval(&id, &call, ApprovalDecision::Approve, &alice())).await;
+        assert!(matches!(late, Err(EngineError::ApprovalNotFound(_))), "{late:?}");
+        assert!(!fx.bot().join("promoted.marker").exists());
+    });
+}
+
+#[test]
+fn draining_leaves_a_parked_turn_open_for_the_next_start() {
+    //! Guards: a graceful shutdown (drain past its grace) with only a parked call left writes no
+    //! `turn.failed`: the next start restores the call, and approving it completes the turn.
+    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    let (id, call) = runtime().block_on(async {
+        let started = fx.chat("promote it").await;
+        let events = parked(&fx.engine, &started.session_id, 1).await;
+        let call = requested_calls(&events).remove(0).0;
+        within(fx.engine.drain(std::time::Duration::from_millis(50))).await;
+        let events = within(fx.engine.events(&started.session_id, &alice(), 0)).await.unwrap();
+        assert_eq!(shape(&events).last(), Some(&"action.approval_requested"), "{:?}", shape(&events));
+        (started.session_id, call)
+    });
+    runtime().block_on(async {
+        let (engine, _) = fx.restart(vec![say("Done.")]);
+        assert_eq!(within(engine.recover()).await.unwrap(), 0);
+        within(engine.resolve_approval(&id, &call, ApprovalDecision::Approve, &alice())).await.unwrap();
+        let events = settled(&engine, &id, 1).await;
+        assert_eq!(result_of(&events, &call).result, json!({"promoted": true}));
+        assert_eq!(bdk_engine::Trajectory::from_events(&events).reply.as_deref(), Some("Done."));
+    });
+}
+
+#[test]
+fn a_parked_call_of_an_earlier_open_turn_still_expires() {
+    //! Guards: the expiry path that remains: a parked call whose turn recovery does not restore
+    //! (here the turn is not in its tool calls any more: a later step started) is closed with
+    //! `approval_resolved` (expired) and an error result before `turn.failed`.
+    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    let id = then_die(async {
+        let started = fx.chat("promote it").await;
+        parked(&fx.engine, &started.session_id, 1).await;
+        started.session_id
+    });
+    // Forge what a crash inside a later step would leave: the turn's next `step.started`.
+    let store = FsStore::open(fx.dir.path().join("state")).unwrap();
+    let events = runtime().block_on(async {
+        let log = store.stores().events;
+        let events = log.read(&id, 0, None).await.unwrap();
+        let turn = events.last().unwrap().turn_id.clone().unwrap();
+        log.append(&id, vec![NewEvent::in_turn(turn, EventData::StepStarted(StepStarted { step: 1 }))]).await.unwrap();
+        events
+    });
+    drop(store);
+    let (call, _) = requested_calls(&events).remove(0);
+    runtime().block_on(async {
+        let (engine, _) = fx.restart(Vec::new());
         assert_eq!(within(engine.recover()).await.unwrap(), 1);
         let events = within(engine.events(&id, &alice(), 0)).await.unwrap();
         let shape = shape(&events);
         assert_eq!(
-            shape[shape.len() - 5..],
-            [
-                "action.approval_requested",
-                "action.approval_resolved",
-                "action.result",
-                "turn.failed",
-                "session.waiting"
-            ]
+            shape[shape.len() - 4..],
+            ["action.approval_resolved", "action.result", "turn.failed", "session.waiting"]
         );
-        let resolution = resolution_of(&events, &call).unwrap();
-        assert_eq!(resolution.decision, ApprovalDecision::Expired);
-        assert_eq!(resolution.principal, None);
-        let result = result_of(&events, &call);
-        assert!(result.is_error);
-        assert_eq!(result.result, json!(EXPIRED));
+        assert_eq!(resolution_of(&events, &call).unwrap().decision, ApprovalDecision::Expired);
+        assert_eq!(result_of(&events, &call).result, json!(EXPIRED));
         let Some(EventData::TurnFailed(failed)) = events.iter().rev().nth(1).map(|e| &e.data) else { panic!() };
         assert_eq!(failed.message, RESTARTED);
         assert!(within(engine.approvals(&id, &alice())).await.unwrap().is_empty());
-        // Idempotent.
-        assert_eq!(within(engine.recover()).await.unwrap(), 0);
-
-        within(engine.follow_up(&id, follow("did it work?", &token, Admission::Preempt))).await.unwrap();
-        let events = settled(&engine, &id, 2).await;
-        assert_eq!(bdk_engine::Trajectory::from_events(&events).reply.as_deref(), Some("It was not promoted."));
-        let messages = &provider.requests()[0].messages;
-        assert_eq!(messages.len(), 4, "{messages:?}");
-        assert!(matches!(&messages[1], Message::Assistant { tool_calls, .. } if tool_calls.len() == 1));
-        assert!(matches!(&messages[2], Message::Tool { content, is_error: true, .. } if content == EXPIRED));
-        assert!(!fx.bot().join("promoted.marker").exists());
     });
 }

@@ -10,15 +10,16 @@ use serde_json::json;
 use super::support::{Fixture, follow, settled, within};
 
 #[tokio::test]
-async fn a_new_session_text_turn_makes_three_file_syncs_and_two_directory_syncs() {
+async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs() {
     let fx = Fixture::new(vec![ScriptStep::text("hello there"), ScriptStep::text("again")]);
     let before = fx.fs.syncs();
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
     // session.json (created durably with its folder), then two group commits of the log: the
     // POST's `session.started` + `message.received`, and the whole turn with `session.waiting`.
-    // Directories: the session folder's entries, and `sessions/` for the new folder.
-    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 2 });
+    // Directories: the session folder's entries, `sessions/` for the new folder, and `open/`
+    // for the session's marker in the index of open sessions.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 3 });
 
     let before = fx.fs.syncs();
     let reply = within(
@@ -28,8 +29,9 @@ async fn a_new_session_text_turn_makes_three_file_syncs_and_two_directory_syncs(
     .unwrap();
     assert!(reply.turn_id.is_some());
     settled(&fx.engine, &started.session_id, 2).await;
-    // The rotated token in session.json (file + folder), `message.received`, the turn.
-    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 1 });
+    // The rotated token in session.json (file + folder), `message.received`, the turn; `open/`
+    // for the marker the waiting session gets back as it runs again.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 2 });
 }
 
 #[tokio::test]

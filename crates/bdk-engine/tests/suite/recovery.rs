@@ -168,3 +168,97 @@ async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
     let events = within(engine.events(&open, &alice(), 0)).await.unwrap();
     assert_eq!(events.last().unwrap().event_type(), "session.waiting");
 }
+
+/// Writes `n` settled sessions straight into `sessions/`, as this build leaves them: a record
+/// with a settled status, an empty log and no `open/` marker.
+fn write_closed_sessions(state: &std::path::Path, n: usize) {
+    let statuses = [SessionStatus::Waiting, SessionStatus::Completed, SessionStatus::Failed];
+    for i in 0..n {
+        let id = SessionId::generate();
+        let mut record = SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice");
+        record.status = Some(statuses[i % 3]);
+        let dir = state.join("sessions").join(id.to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("session.json"), serde_json::to_vec(&record).unwrap()).unwrap();
+        std::fs::write(dir.join("events.ndjson"), b"").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn start_up_reads_no_record_of_ten_thousand_closed_sessions() {
+    //! Guards: the index of open sessions. With 10,000 settled sessions on disk, start-up reads
+    //! the `session.json` of the open session only (the store's read counter, not a clock), and
+    //! that session is still recovered. The time it takes is printed for the record.
+    let fx = Fixture::echo();
+    let state = fx.dir.path().join("test");
+    let open = {
+        let store = fx.store();
+        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        store.close_log(&id);
+        // An earlier start built the index (this folder then had one session).
+        assert_eq!(within(store.list_open()).await.unwrap().len(), 1);
+        id
+    };
+    write_closed_sessions(&state, 10_000);
+
+    let store = fx.store();
+    let engine =
+        bdk_engine::Engine::new(config(), store.stores(), Arc::new(ScriptedProvider::echo()), fx.tools.clone());
+    let began = std::time::Instant::now();
+    assert_eq!(within(engine.recover()).await.unwrap(), 1);
+    let took = began.elapsed();
+    let reads = store.record_reads();
+    println!("start-up recovery with 10,000 closed sessions: {took:?}, {reads} session.json read(s)");
+    assert!(reads <= 3, "{reads} session.json files read");
+    let events = within(engine.events(&open, &alice(), 0)).await.unwrap();
+    assert_eq!(events.last().unwrap().event_type(), "session.waiting");
+    // Closed now: its marker is gone, and the next start reads nothing.
+    assert!(!state.join("open").join(open.to_string()).exists());
+    let again = fx.store();
+    assert!(within(again.list_open()).await.unwrap().is_empty());
+    assert_eq!(again.record_reads(), 0);
+    // For comparison: what reading every record (the start-up before the index) costs.
+    let began = std::time::Instant::now();
+    assert_eq!(within(again.list()).await.unwrap().len(), 10_001);
+    println!("reading all 10,001 session.json files: {:?}", began.elapsed());
+}
+
+#[tokio::test]
+async fn the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale_markers() {
+    //! Guards: a state folder from before the index (no `open/.built`) is scanned once and the
+    //! open sessions marked; a marker whose session settled or vanished is removed when listed.
+    let fx = Fixture::echo();
+    let state = fx.dir.path().join("test");
+    write_closed_sessions(&state, 50);
+    let open = {
+        let store = fx.store();
+        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        store.close_log(&id);
+        id
+    };
+    let store = fx.store();
+    let listed = within(store.list_open()).await.unwrap();
+    assert_eq!(listed.iter().map(|r| &r.id).collect::<Vec<_>>(), [&open]);
+    assert_eq!(store.record_reads(), 51, "the one full scan");
+    assert!(state.join("open/.built").exists());
+
+    // Stale markers: a settled session's, and one whose folder is gone.
+    let settled_id = within(store.list()).await.unwrap().into_iter().find(|r| r.id != open).unwrap().id;
+    std::fs::write(state.join("open").join(settled_id.to_string()), b"").unwrap();
+    std::fs::write(state.join("open").join(SessionId::generate().to_string()), b"").unwrap();
+    let store = fx.store();
+    assert_eq!(within(store.list_open()).await.unwrap().len(), 1);
+    assert_eq!(store.record_reads(), 3);
+    assert_eq!(std::fs::read_dir(state.join("open")).unwrap().count(), 2, "the open session's marker and .built");
+
+    // A settled status removes the marker; a running one puts it back.
+    let mut record = within(store.get(&open)).await.unwrap().unwrap();
+    record.status = Some(SessionStatus::Waiting);
+    within(store.update_derived(record.clone())).await.unwrap();
+    assert!(!state.join("open").join(open.to_string()).exists());
+    record.status = Some(SessionStatus::Running);
+    within(store.update(record)).await.unwrap();
+    assert!(state.join("open").join(open.to_string()).exists());
+    within(store.delete(&open)).await.unwrap();
+    assert!(!state.join("open").join(open.to_string()).exists());
+}

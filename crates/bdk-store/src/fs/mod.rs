@@ -11,6 +11,7 @@ mod host_data;
 mod kv;
 mod layout;
 mod log;
+mod open_index;
 mod recover;
 mod sessions;
 mod syncs;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bdk_protocol::SessionId;
 
 use super::atomic::{replace_atomic, write_atomic};
+use super::open_index;
 use super::syncs::SyncCounters;
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, SessionStore};
@@ -27,9 +28,9 @@ impl SessionStore for FsStore {
     }
 
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
-        let layout = self.layout().clone();
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         let id = id.clone();
-        Box::pin(blocking(move || read_record(&layout, &id)))
+        Box::pin(blocking(move || read_record(&layout, &id, &syncs)))
     }
 
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
@@ -41,8 +42,16 @@ impl SessionStore for FsStore {
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
-        let layout = self.layout().clone();
-        Box::pin(blocking(move || list(&layout)))
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        Box::pin(blocking(move || list(&layout, &syncs)))
+    }
+
+    /// Reads only the sessions `open/` marks (`open_index.rs`).
+    fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
+        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        Box::pin(blocking(move || {
+            open_index::list(&layout, &syncs, |id| read_record(&layout, id, &syncs), || list(&layout, &syncs))
+        }))
     }
 
     fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>> {
@@ -50,7 +59,19 @@ impl SessionStore for FsStore {
         self.close_log(id);
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         let id = id.clone();
-        Box::pin(blocking(move || delete(&layout, &id, &syncs)))
+        Box::pin(blocking(move || {
+            let deleted = delete(&layout, &id, &syncs)?;
+            open_index::unmark(&layout, &id);
+            Ok(deleted)
+        }))
+    }
+}
+
+impl FsStore {
+    /// How many `session.json` files this store has read since it was opened (`get`, `list`,
+    /// `list_open`): what start-up recovery costs, counted instead of timed.
+    pub fn record_reads(&self) -> u64 {
+        self.sync_counters().record_reads()
     }
 }
 
@@ -68,9 +89,17 @@ impl FsStore {
                 return Err(Error::SessionNotFound(record.id));
             }
             let bytes = encode(&record)?;
+            let open = open_index::is_open(record.status);
+            if open {
+                open_index::mark(&layout, &record.id, &syncs)?;
+            }
             match write(&path, &bytes, &syncs) {
                 // The folder went away between the check and the write.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
+                Ok(()) if !open => {
+                    open_index::unmark(&layout, &record.id);
+                    Ok(())
+                }
                 other => other.map_err(|e| Error::io(&path, e)),
             }
         }))
@@ -88,7 +117,12 @@ fn encode(record: &SessionRecord) -> Result<Vec<u8>> {
 /// Durable syncs: `session.json`'s data (one file sync), the session folder (its two entries)
 /// and `sessions/` (the new folder): two directory syncs. The empty log needs no sync of its
 /// own: its entry is made durable by the folder's sync, and it has no data yet.
+///
+/// A record that may have an open turn gets its `open/` marker first (one more directory sync).
 fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<()> {
+    if open_index::is_open(record.status) {
+        open_index::mark(layout, &record.id, syncs)?;
+    }
     let dir = layout.session_dir(&record.id);
     match fs::create_dir(&dir) {
         Ok(()) => {}
@@ -110,7 +144,8 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
     result
 }
 
-fn read_record(layout: &Layout, id: &SessionId) -> Result<Option<SessionRecord>> {
+fn read_record(layout: &Layout, id: &SessionId, syncs: &SyncCounters) -> Result<Option<SessionRecord>> {
+    syncs.record_read();
     let path = layout.session_json(id);
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
@@ -122,7 +157,7 @@ fn read_record(layout: &Layout, id: &SessionId) -> Result<Option<SessionRecord>>
 
 /// Every readable session, oldest first. Unreadable ones are skipped with a warning so one bad
 /// file does not hide the rest.
-fn list(layout: &Layout) -> Result<Vec<SessionRecord>> {
+fn list(layout: &Layout, syncs: &SyncCounters) -> Result<Vec<SessionRecord>> {
     let dir = layout.sessions_dir();
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -135,7 +170,7 @@ fn list(layout: &Layout) -> Result<Vec<SessionRecord>> {
         let Some(id) = entry.file_name().to_str().and_then(|name| SessionId::parse(name).ok()) else {
             continue;
         };
-        match read_record(layout, &id) {
+        match read_record(layout, &id, syncs) {
             Ok(Some(record)) => records.push(record),
             Ok(None) => {}
             Err(error) => tracing::warn!(session = %id, %error, "skipping an unreadable session"),

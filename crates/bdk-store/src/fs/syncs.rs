@@ -31,6 +31,8 @@ impl SyncStats {
 pub(crate) struct SyncCounters {
     file: AtomicU64,
     dir: AtomicU64,
+    /// `session.json` reads (not a sync; counted here so tests count what start-up reads).
+    records: AtomicU64,
 }
 
 impl SyncCounters {
@@ -42,6 +44,15 @@ impl SyncCounters {
     pub fn data(&self, file: &File) -> io::Result<()> {
         self.file.fetch_add(1, Ordering::Relaxed);
         file.sync_data()
+    }
+
+    /// Counts one `session.json` read.
+    pub fn record_read(&self) {
+        self.records.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn record_reads(&self) -> u64 {
+        self.records.load(Ordering::Relaxed)
     }
 
     /// Makes a directory's entries (creations, renames, removals) durable.
