@@ -118,7 +118,7 @@ impl Actor {
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let idle_timeout = self.core.config.idle_timeout;
+        let idle_timeout = self.core.defs().config.idle_timeout;
         loop {
             let idle = self.running.is_none();
             tokio::select! {
@@ -199,7 +199,7 @@ impl Actor {
             None => self.id.to_string(),
         };
         let mut events = vec![NewEvent::new(EventData::SessionStarted(started))];
-        for assigned in crate::ab::assign(&self.core.capabilities.abs, &sticky) {
+        for assigned in crate::ab::assign(&self.core.defs().capabilities.abs, &sticky) {
             events.push(NewEvent::new(EventData::AbAssigned(assigned)));
         }
         events.push(NewEvent::new(EventData::MessageReceived(received)));
@@ -304,6 +304,7 @@ impl Actor {
             .unwrap_or_default();
         let context = TurnContext {
             core: self.core.clone(),
+            defs: self.core.defs(),
             session: self.id.clone(),
             turn: turn_id.clone(),
             cancel: cancel.clone(),

@@ -238,7 +238,7 @@ impl HostServices for EngineHost {
     }
 
     fn mcp(&self) -> Option<Arc<dyn bdk_tools::McpAccess>> {
-        self.core().ok()?.tools.mcp()
+        self.core().ok()?.defs().tools.mcp()
     }
 
     fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>> {
@@ -342,9 +342,10 @@ impl EngineHost {
             Some(id) => Some(core.stores.workspaces.session_workspace(id).await.map_err(store_error)?),
             None => None,
         };
+        let defs = core.defs();
         let tagger = crate::artifacts::Tagger {
             store: core.artifact_store.as_ref(),
-            spec: &core.capabilities.artifacts,
+            spec: &defs.capabilities.artifacts,
             principal: principal.as_str().to_owned(),
             session: self.scope.session_id.clone(),
             workspace: workspace.as_deref(),

@@ -21,6 +21,7 @@ mod channel_send;
 pub mod clock;
 mod conversation;
 mod cost;
+mod defs;
 mod direct;
 mod dispatch;
 mod emit;
@@ -55,6 +56,7 @@ pub use capabilities::{AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, DEFAU
 pub use capabilities::{Capabilities, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
 pub use channel_send::ChannelSend;
 pub use cost::cost_report;
+pub use defs::Definitions;
 pub use direct::{DirectCall, DirectOutcome};
 pub use error::{EngineError, Result};
 pub use hooks::HookStatus;
