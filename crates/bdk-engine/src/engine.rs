@@ -66,6 +66,9 @@ pub(crate) struct Core {
     pub max_output_tokens: Option<u64>,
     /// Where artifacts are kept (`artifacts.rs`).
     pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// The agent's reminders for host services, once they exist (`reminders::Reminders::new`
+    /// attaches them; the link is weak).
+    pub reminders: Mutex<Option<Arc<dyn bdk_tools::ReminderAccess>>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -108,6 +111,7 @@ impl Core {
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
+            reminders: Mutex::new(None),
             actors: Mutex::new(HashMap::new()),
         })
     }
@@ -123,6 +127,11 @@ impl Core {
         let mut definitions = definitions;
         definitions.config.slug = self.slug.clone();
         drop(self.defs.store(Defs::new(definitions)));
+    }
+
+    /// The agent's reminders as host services reach them, if any were created for it.
+    pub fn reminder_access(&self) -> Option<Arc<dyn bdk_tools::ReminderAccess>> {
+        self.reminders.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn is_draining(&self) -> bool {

@@ -17,6 +17,7 @@ mod listing;
 mod recovery;
 mod recursion;
 mod reminders;
+mod reminders_native;
 mod result_gate;
 mod schedules;
 mod skills;
