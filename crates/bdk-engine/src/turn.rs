@@ -22,9 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
+use crate::defs::Defs;
 use crate::dispatch::{self, DispatchContext, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
-use crate::defs::Defs;
 use crate::engine::Core;
 use crate::failure;
 use crate::result_gate::{self, Verdict};

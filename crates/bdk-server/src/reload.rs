@@ -189,8 +189,7 @@ impl Reloader {
 
 /// The engine definitions of `project`, built as the host built them at mount.
 fn definitions(project: &Project, mount: &Remount, extend: &ExtendTools) -> Result<Definitions, mount::MountError> {
-    let (tools, _) =
-        mount::tools_on_hub(project, &mount.state_dir, extend, &mount.reminders, mount.hub.clone())?;
+    let (tools, _) = mount::tools_on_hub(project, &mount.state_dir, extend, &mount.reminders, mount.hub.clone())?;
     let (resolved, provider) = mount::provider(project, mount.cli_model.clone());
     if let Some(problem) = &resolved.problem {
         tracing::warn!(agent = %project.slug, "model calls will fail: {problem}");
@@ -215,7 +214,10 @@ fn restart_notes(old: &Project, new: &Project) -> Vec<String> {
         ("named reminder handlers", old.caps.reminders != new.caps.reminders),
         ("storage.toml", old.storage != new.storage),
         ("hosting", old.hosting != new.hosting),
-        ("local.sandbox", (old.harness.sandbox, old.harness.sandbox_network) != (new.harness.sandbox, new.harness.sandbox_network)),
+        (
+            "local.sandbox",
+            (old.harness.sandbox, old.harness.sandbox_network) != (new.harness.sandbox, new.harness.sandbox_network),
+        ),
         ("max_running_turns", old.harness.max_running_turns != new.harness.max_running_turns),
         ("evals", old.evals != new.evals),
     ];

@@ -134,8 +134,7 @@ async fn serve(
         };
         // One slot per agent: its `reminders_*` tools reach the reminders mounted below.
         let reminder_slot = bdk_engine::reminders::tools::ReminderSlot::default();
-        let (tools, hub) =
-            mount::tools_on_hub(&project, &dir, embed.extender().as_ref(), &reminder_slot, None)?;
+        let (tools, hub) = mount::tools_on_hub(&project, &dir, embed.extender().as_ref(), &reminder_slot, None)?;
         remounts.insert(
             slug.clone(),
             Remount { state_dir: dir.clone(), reminders: reminder_slot.clone(), cli_model: ModelLayer::default(), hub },

@@ -426,12 +426,15 @@ impl Access {
 }
 
 impl bdk_tools::ReminderAccess for Access {
-    fn create(&self, session: SessionId, request: Value) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
+    fn create(
+        &self,
+        session: SessionId,
+        request: Value,
+    ) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
         Box::pin(async move {
             let reminders = self.reminders()?;
-            let request: CreateReminder = serde_json::from_value(request).map_err(|e| {
-                bdk_tools::HostError::invalid("invalid_request", format!("invalid reminder: {e}"))
-            })?;
+            let request: CreateReminder = serde_json::from_value(request)
+                .map_err(|e| bdk_tools::HostError::invalid("invalid_request", format!("invalid reminder: {e}")))?;
             let record = reminders.create(&session, request).await.map_err(host_error)?;
             to_value(&record)
         })

@@ -105,7 +105,11 @@ async fn a_native_tool_arms_lists_and_cancels_a_reminder_that_wakes_its_conversa
     let dir = tempfile::tempdir().unwrap();
     let create = |request: Value| json!({"op": "create", "request": request});
     let steps = vec![
-        ScriptStep::tool_call("c1", "nudge", create(json!({"delay": "2h", "prompt": "Re-check CI.", "until": "green"}))),
+        ScriptStep::tool_call(
+            "c1",
+            "nudge",
+            create(json!({"delay": "2h", "prompt": "Re-check CI.", "until": "green"})),
+        ),
         ScriptStep::tool_call("c2", "nudge", create(json!({"every": "100ms", "prompt": "too fast"}))),
         ScriptStep::tool_call("c3", "nudge", create(json!({"delay": "1h", "handler": "nope"}))),
         ScriptStep::tool_call("c4", "nudge", create(json!({"delay": "1h", "prompt": "x", "bogus": 1}))),
