@@ -45,6 +45,8 @@ pub struct Watch {
 pub fn spawn(mut watch: Watch) {
     // Absolute, so state directories are recognised under any spelling of `--dir`.
     watch.skip = watch.skip.iter().map(|p| absolute(p)).collect();
+    let dirs: Vec<String> = watch.dirs.iter().map(|d| d.display().to_string()).collect();
+    tracing::info!(dirs = %dirs.join(", "), "watching for changes (--dev): new turns get the reloaded definitions");
     tokio::spawn(run(Arc::new(watch)));
 }
 
@@ -142,7 +144,11 @@ fn reload(watch: &Watch) -> Vec<PathBuf> {
             for diagnostic in discovery.all_diagnostics() {
                 eprintln!("{}", report::one_line(diagnostic));
             }
-            eprintln!("reloaded: {} (new turns use the new definitions)", agents.join(", "));
+            if agents.is_empty() {
+                eprintln!("reloaded: no mounted agent was found again; nothing changed");
+            } else {
+                eprintln!("reloaded: {} (new turns use the new definitions)", agents.join(", "));
+            }
             for note in needs_restart {
                 eprintln!("note: {note}");
             }
