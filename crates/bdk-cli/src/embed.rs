@@ -77,6 +77,11 @@ impl Embed {
         mount::add_native_tools(project, self.tools.as_ref());
     }
 
+    /// What this embedding adds to every agent's registry builder (for `serve --dev` reloads).
+    pub fn extender(&self) -> Arc<ExtendTools> {
+        self.tools.clone()
+    }
+
     /// The registry a mounted `project` runs with: its own tools plus the native ones.
     pub fn registry(&self, project: &Project, state_dir: &Path) -> Result<Arc<dyn ToolRegistry>, MountError> {
         mount::tools_with(project, state_dir, self.tools.as_ref())

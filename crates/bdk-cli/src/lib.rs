@@ -23,6 +23,7 @@ mod exit;
 mod live;
 mod report;
 mod templates;
+mod watch;
 
 pub use embed::Embed;
 

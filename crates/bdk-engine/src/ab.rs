@@ -122,7 +122,8 @@ pub struct Assignment {
 
 /// Folds every visible session's log into the report.
 pub(crate) async fn report(core: &Core, scope: &ListScope) -> crate::error::Result<AbReport> {
-    let specs = &core.capabilities.abs;
+    let defs = core.defs();
+    let specs = &defs.capabilities.abs;
     let mut arms: BTreeMap<(String, String), ArmReport> = BTreeMap::new();
     let mut assignments: BTreeMap<String, Vec<Assignment>> = BTreeMap::new();
     if !specs.is_empty() {

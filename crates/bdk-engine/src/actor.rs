@@ -125,7 +125,7 @@ impl Actor {
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let idle_timeout = self.core.config.idle_timeout;
+        let idle_timeout = self.core.defs().config.idle_timeout;
         loop {
             let idle = self.running.is_none();
             tokio::select! {
@@ -212,8 +212,9 @@ impl Actor {
             None => self.id.to_string(),
         };
         let mut events = vec![NewEvent::new(EventData::SessionStarted(started))];
-        let assigned = crate::ab::assign(&self.core.capabilities.abs, &sticky);
-        let bound = agent_bound(&self.core, &self.id, &assigned);
+        let defs = self.core.defs();
+        let assigned = crate::ab::assign(&defs.capabilities.abs, &sticky);
+        let bound = agent_bound(&defs, &self.id, &assigned);
         for assigned in assigned {
             events.push(NewEvent::new(EventData::AbAssigned(assigned)));
         }
@@ -335,6 +336,7 @@ impl Actor {
             .unwrap_or_default();
         let context = TurnContext {
             core: self.core.clone(),
+            defs: self.core.defs(),
             session: self.id.clone(),
             turn: turn_id.clone(),
             cancel: cancel.clone(),
@@ -462,9 +464,9 @@ async fn settle(running: &mut Option<Running>) -> std::result::Result<TurnOutcom
 /// `agent.bound` for a new session: BDK runs the conversation itself, so the backing agent is
 /// the session (its id is the id to resume with) and the model is the one its turns run on
 /// (an A/B arm's, when the session's arm sets one). There is no cloud conversation URL.
-fn agent_bound(core: &Core, id: &SessionId, assigned: &[bdk_protocol::event::AbAssigned]) -> AgentBound {
+fn agent_bound(defs: &crate::defs::Defs, id: &SessionId, assigned: &[bdk_protocol::event::AbAssigned]) -> AgentBound {
     let pairs: Vec<(String, String)> = assigned.iter().map(|a| (a.experiment.clone(), a.arm.clone())).collect();
-    let arms = crate::ab::arms(&core.capabilities.abs, &pairs);
+    let arms = crate::ab::arms(&defs.capabilities.abs, &pairs);
     let model = arms.iter().rev().find_map(|arm| arm.model.as_ref().map(|(id, _)| id.clone()));
-    AgentBound { agent_id: id.to_string(), url: None, model: Some(model.unwrap_or_else(|| core.model.clone())) }
+    AgentBound { agent_id: id.to_string(), url: None, model: Some(model.unwrap_or_else(|| defs.model.clone())) }
 }

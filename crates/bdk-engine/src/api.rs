@@ -11,6 +11,7 @@ use bdk_store::{EventStream, SessionRecord, Stores};
 use bdk_tools::ToolRegistry;
 
 use crate::approvals::PendingApproval;
+use crate::defs::Definitions;
 use crate::engine::Core;
 use crate::error::Result;
 pub use crate::types::{
@@ -50,9 +51,20 @@ impl Engine {
         &self.inner
     }
 
-    /// The agent settings this engine runs with.
-    pub fn config(&self) -> &AgentConfig {
-        &self.inner.config
+    /// The agent settings new turns run with (after the last [`Engine::reload`]).
+    pub fn config(&self) -> AgentConfig {
+        self.inner.defs().config.clone()
+    }
+
+    /// Makes `definitions` what new turns run with: instructions, `max_steps`, model provider
+    /// and price, tools, skills, subagents, result gate, artifacts, A/B experiments. Running
+    /// turns finish on the definitions they started with; sessions, followers, queued turns and
+    /// parked approvals are untouched. The slug, `max_running_turns` and the hooks keep what
+    /// the engine was built with. A tool registry replaced here is dropped when the last turn
+    /// using it ends: call [`ToolRegistry::shutdown`] on it only if nothing it holds is shared
+    /// with the new one.
+    pub fn reload(&self, definitions: Definitions) {
+        self.inner.reload(definitions);
     }
 
     /// Closes turns left open by a previous process (`turn.failed`, reason: the host restarted)
@@ -202,12 +214,12 @@ impl Engine {
     /// Closes what the agent's tools keep running (MCP servers and their processes). Call it
     /// once at shutdown, after [`Engine::drain`].
     pub async fn close_tools(&self) {
-        self.inner.tools.shutdown().await;
+        self.inner.defs().tools.shutdown().await;
     }
 
-    /// The agent's tool registry.
-    pub fn tools(&self) -> &Arc<dyn ToolRegistry> {
-        &self.inner.tools
+    /// The agent's tool registry (the one new turns use).
+    pub fn tools(&self) -> Arc<dyn ToolRegistry> {
+        self.inner.defs().tools.clone()
     }
 
     /// Stops admitting turns, lets running ones finish for up to `grace`, then cancels them and

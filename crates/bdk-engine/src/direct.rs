@@ -138,7 +138,7 @@ pub(crate) async fn call_tool(core: &Arc<Core>, request: DirectCall) -> Result<D
 
 /// [`call_tool`] made `depth` `callTool`s deep (0: from outside any tool call).
 pub(crate) async fn call_tool_at(core: &Arc<Core>, request: DirectCall, depth: u32) -> Result<DirectOutcome> {
-    core.tools.refresh().await;
+    core.defs().tools.refresh().await;
     let (binding, identity) = binding(&request)?;
     let mut call = check(core, request.tool, request.input, identity)?;
     call.depth = depth;
@@ -198,7 +198,8 @@ fn binding(request: &DirectCall) -> Result<(Binding, Option<CallIdentity>)> {
 
 /// The checks that need no session: a callable server tool, and an input its schema accepts.
 fn check(core: &Core, tool: String, input: Value, identity: Option<CallIdentity>) -> Result<Checked> {
-    let tools = &core.tools;
+    let defs = core.defs();
+    let tools = &defs.tools;
     let Some(info) = tools.lookup(&tool) else {
         return Err(EngineError::UnknownTool { name: tool, available: tools.callable_names() });
     };
@@ -362,7 +363,7 @@ async fn run(
     let lease = HostLease::grant_at(core, scope, depth);
     lease.apply(&mut invocation);
     let started = Instant::now();
-    let outcome = core.tools.call(invocation, core.root.child_token()).await;
+    let outcome = core.defs().tools.call(invocation, core.root.child_token()).await;
     (outcome, started.elapsed().as_millis() as u64)
 }
 

@@ -84,6 +84,8 @@ pub(crate) struct Finished {
 #[derive(Debug)]
 pub(crate) struct DispatchContext<'a> {
     pub tools: &'a Arc<dyn ToolRegistry>,
+    /// The turn's definitions (`tools` is theirs): built-ins and child turns use them too.
+    pub defs: &'a Arc<crate::defs::Defs>,
     pub session: &'a SessionId,
     pub turn: &'a TurnId,
     pub workspace: Option<PathBuf>,
@@ -198,6 +200,7 @@ pub(crate) async fn run_calls(
             Builtin::Delegate(delegation) => {
                 // The child session exists before `subagent.called` names it.
                 let parent = Parent {
+                    defs: context.defs.clone(),
                     session: context.session.clone(),
                     workspace: context.workspace.clone(),
                     settings: context.settings.clone(),
@@ -393,7 +396,7 @@ async fn wait_all(
 /// Whether `name` is one of the engine's built-ins this turn offers or refuses (the skill tool,
 /// `task`) rather than a registry tool.
 fn is_builtin(context: &DispatchContext<'_>, name: &str) -> bool {
-    let caps = &context.core.capabilities;
+    let caps = &context.defs.capabilities;
     (name == skills::TOOL && !caps.skills.is_empty())
         || (name == subagents::TOOL && !caps.subagents.is_empty())
         || (name == artifacts::TOOL && caps.artifacts.agent_tool)
@@ -415,7 +418,7 @@ fn builtin(context: &DispatchContext<'_>, call: &PreparedCall) -> Builtin {
     if !is_builtin(context, &call.name) {
         return Builtin::No;
     }
-    let caps = &context.core.capabilities;
+    let caps = &context.defs.capabilities;
     if call.name == skills::TOOL {
         return Builtin::Answer(skills::call(&caps.skills, &call.input));
     }
@@ -499,9 +502,10 @@ async fn tag_artifact(
             return landed(ToolOutcome::error("storage failed; see the server log"), None);
         }
     };
+    let defs = core.defs();
     let tagger = artifacts::Tagger {
         store: core.artifact_store.as_ref(),
-        spec: &core.capabilities.artifacts,
+        spec: &defs.capabilities.artifacts,
         principal,
         session: Some(session),
         workspace: workspace.as_deref(),

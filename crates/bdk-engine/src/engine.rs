@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bdk_model::{ModelProvider, Price};
+use bdk_model::ModelProvider;
 use bdk_protocol::SessionId;
 use bdk_store::record::SessionStatus;
 use bdk_store::{BoxFuture, EventFollower, EventStream, SessionRecord, SharedEvent, Stores};
@@ -26,6 +26,7 @@ pub(crate) use crate::access::{check_followable, check_owner};
 use crate::actor::{Actor, Command};
 use crate::admission::TurnSlots;
 use crate::approvals::Approvals;
+use crate::defs::{Definitions, Defs};
 use crate::error::{EngineError, Result};
 use crate::types::{
     AgentConfig, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, SessionStarted, SessionSummary,
@@ -39,13 +40,11 @@ const MAILBOX: usize = 64;
 /// Shared by every clone of an [`Engine`](crate::Engine) and by every actor and turn task.
 #[derive(Debug)]
 pub(crate) struct Core {
-    pub config: AgentConfig,
+    /// The agent's slug, fixed for the engine's life.
+    pub slug: String,
     pub stores: Stores,
-    pub provider: Arc<dyn ModelProvider>,
-    pub tools: Arc<dyn ToolRegistry>,
-    /// The model id recorded on turns (the provider's).
-    pub model: String,
-    pub price: Option<Price>,
+    /// Instructions, model, tools and capabilities: the snapshot each turn takes (`defs.rs`).
+    defs: crate::defs::Current,
     pub slots: TurnSlots,
     /// Parent of every session's token: cancelling it cancels every turn.
     pub root: CancellationToken,
@@ -58,8 +57,6 @@ pub(crate) struct Core {
     pub approvals: Approvals,
     /// The host services' authority and state (`host.rs`).
     pub host: crate::host::HostState,
-    /// Skills, subagents and hooks (`capabilities.rs`).
-    pub capabilities: crate::capabilities::Capabilities,
     /// The hooks' hub, when the agent has hooks (its tap wraps `stores.events`).
     pub hooks: Option<Arc<crate::hooks::HookHub>>,
     /// Most tool calls run from one model step; the rest are refused with a tool error.
@@ -69,6 +66,9 @@ pub(crate) struct Core {
     pub max_output_tokens: Option<u64>,
     /// Where artifacts are kept (`artifacts.rs`).
     pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// The agent's reminders for host services, once they exist (`reminders::Reminders::new`
+    /// attaches them; the link is weak).
+    pub reminders: Mutex<Option<Arc<dyn bdk_tools::ReminderAccess>>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -87,32 +87,52 @@ impl Core {
         tools: Arc<dyn ToolRegistry>,
         options: EngineOptions,
     ) -> Arc<Self> {
-        let model = provider.info().model;
-        let price = options.price.or_else(|| bdk_model::price_for(&model));
         let stores = crate::local_cwd::wrap(stores, options.capabilities.workspace_parent.as_deref());
         let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
-        Arc::new(Core {
-            slots: TurnSlots::new(config.max_running_turns),
-            config,
-            stores,
+        let defs = Defs::new(Definitions {
+            config: config.clone(),
             provider,
             tools,
-            model,
-            price,
+            price: options.price,
+            capabilities: options.capabilities.clone(),
+        });
+        Arc::new(Core {
+            slots: TurnSlots::new(config.max_running_turns),
+            slug: config.slug,
+            stores,
+            defs: crate::defs::Current::new(defs),
             root: CancellationToken::new(),
             draining: AtomicBool::new(false),
             turns: TaskTracker::new(),
             direct_tokens: Default::default(),
             approvals: Approvals::default(),
             host: crate::host::HostState::new(options.host),
-            capabilities: options.capabilities,
             hooks,
             max_calls_per_step: options.max_tool_calls_per_step.unwrap_or(crate::dispatch::MAX_CALLS_PER_STEP).max(1),
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
+            reminders: Mutex::new(None),
             actors: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The definitions new turns run with now (one consistent version; see `defs.rs`).
+    pub fn defs(&self) -> Arc<Defs> {
+        self.defs.load()
+    }
+
+    /// Makes `definitions` what new turns run with; running turns finish on theirs. The slug
+    /// and `max_running_turns` keep their values.
+    pub fn reload(&self, definitions: Definitions) {
+        let mut definitions = definitions;
+        definitions.config.slug = self.slug.clone();
+        drop(self.defs.store(Defs::new(definitions)));
+    }
+
+    /// The agent's reminders as host services reach them, if any were created for it.
+    pub fn reminder_access(&self) -> Option<Arc<dyn bdk_tools::ReminderAccess>> {
+        self.reminders.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn is_draining(&self) -> bool {
@@ -199,7 +219,7 @@ impl Core {
         check_message(&request.message)?;
         check_files(&request.workspace_files)?;
         if let Some(as_of) = request.as_of {
-            check_as_of(self.tools.as_ref(), as_of)?;
+            check_as_of(self.defs().tools.as_ref(), as_of)?;
         }
         let id = SessionId::generate();
         let token = match &request.continuation_key {

@@ -238,7 +238,7 @@ impl HostServices for EngineHost {
     }
 
     fn mcp(&self) -> Option<Arc<dyn bdk_tools::McpAccess>> {
-        self.core().ok()?.tools.mcp()
+        self.core().ok()?.defs().tools.mcp()
     }
 
     fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>> {
@@ -313,6 +313,27 @@ impl HostServices for EngineHost {
     fn artifact_list(&self, query: Value) -> BoxFuture<'_, HostResult<Value>> {
         Box::pin(self.artifact_list_now(query))
     }
+
+    fn reminder_create(&self, request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async move {
+            let (reminders, session) = self.reminders()?;
+            reminders.create(session, request).await
+        })
+    }
+
+    fn reminder_list(&self) -> BoxFuture<'_, HostResult<Vec<Value>>> {
+        Box::pin(async move {
+            let (reminders, session) = self.reminders()?;
+            reminders.list(session).await
+        })
+    }
+
+    fn reminder_cancel(&self, id: String) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async move {
+            let (reminders, session) = self.reminders()?;
+            reminders.cancel(session, id).await
+        })
+    }
 }
 
 /// `host.artifacts.list` filters.
@@ -328,6 +349,16 @@ struct ArtifactListQuery {
 }
 
 impl EngineHost {
+    /// The agent's reminders and the calling session, which reminders are bound to.
+    fn reminders(&self) -> HostResult<(Arc<dyn bdk_tools::ReminderAccess>, bdk_protocol::SessionId)> {
+        let core = self.core()?;
+        let session = self.scope.session_id.clone().ok_or_else(|| {
+            HostError::invalid("invalid_request", "reminders belong to a conversation; this call has no session")
+        })?;
+        let reminders = core.reminder_access().ok_or_else(bdk_tools::host::reminders_unavailable)?;
+        Ok((reminders, session))
+    }
+
     /// Tags as the calling session's owner; the session's stream records `artifact.tagged`.
     async fn artifact_tag_now(&self, request: Value) -> HostResult<Value> {
         let core = self.core()?;
@@ -342,9 +373,10 @@ impl EngineHost {
             Some(id) => Some(core.stores.workspaces.session_workspace(id).await.map_err(store_error)?),
             None => None,
         };
+        let defs = core.defs();
         let tagger = crate::artifacts::Tagger {
             store: core.artifact_store.as_ref(),
-            spec: &core.capabilities.artifacts,
+            spec: &defs.capabilities.artifacts,
             principal: principal.as_str().to_owned(),
             session: self.scope.session_id.clone(),
             workspace: workspace.as_deref(),
@@ -395,7 +427,7 @@ fn store_error(error: bdk_store::Error) -> HostError {
     }
 }
 
-fn engine_error(error: EngineError) -> HostError {
+pub(crate) fn engine_error(error: EngineError) -> HostError {
     let kind = match &error {
         EngineError::SessionNotFound(_) | EngineError::UnknownTool { .. } => HostErrorKind::NotFound,
         EngineError::Forbidden(_) => HostErrorKind::Forbidden,

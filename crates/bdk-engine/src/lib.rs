@@ -22,6 +22,7 @@ pub mod clock;
 mod compaction;
 mod conversation;
 mod cost;
+mod defs;
 mod direct;
 mod dispatch;
 mod emit;
@@ -58,6 +59,7 @@ pub use capabilities::{AbArmSpec, AbSpec, ArtifactKindSpec, ArtifactsSpec, DEFAU
 pub use capabilities::{Capabilities, CompactionSpec, HookSinkSpec, HookSpec, SkillSpec, SubagentModel, SubagentSpec};
 pub use channel_send::ChannelSend;
 pub use cost::cost_report;
+pub use defs::Definitions;
 pub use direct::{DirectCall, DirectOutcome};
 pub use error::{EngineError, Result};
 pub use hooks::HookStatus;

@@ -64,7 +64,7 @@ pub(crate) async fn judge(
         session_id: Some(session.to_string()),
         turn_id: Some(turn.to_string()),
         host: access.clone(),
-        state_root: core.capabilities.state_root.clone(),
+        state_root: core.defs().capabilities.state_root.clone(),
         ..CallContext::default()
     };
     let spec = CommandSpec {

@@ -145,6 +145,8 @@ pub(crate) fn named(input: &Value) -> String {
 /// Where the child runs, taken from the parent's call.
 #[derive(Debug, Clone)]
 pub(crate) struct Parent {
+    /// The parent turn's definitions: the child runs on the same version.
+    pub defs: Arc<crate::defs::Defs>,
     pub session: SessionId,
     pub workspace: Option<PathBuf>,
     pub settings: ToolSettings,
@@ -205,21 +207,25 @@ async fn run_child(
     let Delegation { spec, child_session, child_turn, .. } = delegation;
     let (provider, price) = match &spec.model {
         Some(model) => (model.provider.clone(), model.price),
-        None => (core.provider.clone(), core.price),
+        None => (parent.defs.provider.clone(), parent.defs.price),
     };
-    let instructions =
-        if spec.instructions.trim().is_empty() { core.config.instructions.clone() } else { spec.instructions.clone() };
+    let instructions = if spec.instructions.trim().is_empty() {
+        parent.defs.config.instructions.clone()
+    } else {
+        spec.instructions.clone()
+    };
     let persona = Persona {
         instructions,
         model: provider.info().model,
         provider,
         price,
-        max_steps: spec.max_steps.unwrap_or(core.config.max_steps),
+        max_steps: spec.max_steps.unwrap_or(parent.defs.config.max_steps),
         workspace: parent.workspace.clone(),
         parent: parent.session.clone(),
     };
     let context = TurnContext {
         core: core.clone(),
+        defs: parent.defs.clone(),
         session: child_session.clone(),
         turn: child_turn,
         cancel,

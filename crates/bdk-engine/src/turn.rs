@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
+use crate::defs::Defs;
 use crate::dispatch::{self, DispatchContext, Halt, PreparedCall, ToolSettings, result_text};
 use crate::emit::Emitter;
 use crate::engine::Core;
@@ -45,6 +46,9 @@ pub const SHUTTING_DOWN: &str = "turn interrupted: the host is shutting down";
 #[derive(Debug)]
 pub(crate) struct TurnContext {
     pub core: Arc<Core>,
+    /// The definitions this turn runs on, taken when it was created (a child turn: its
+    /// parent's), so a reload in between never mixes two versions.
+    pub defs: Arc<Defs>,
     pub session: SessionId,
     pub turn: TurnId,
     pub cancel: CancellationToken,
@@ -130,7 +134,7 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let mut children = Spent::default();
     let mut priced = match &context.persona {
         Some(persona) => (persona.model.clone(), persona.price),
-        None => (core.model.clone(), core.price),
+        None => (context.defs.model.clone(), context.defs.price),
     };
     let started = Instant::now();
     let driven = drive(&context, resume, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
@@ -198,6 +202,7 @@ async fn drive(
     priced: &mut (String, Option<Price>),
 ) -> Result<Option<String>, Stop> {
     let core = &context.core;
+    let defs = &context.defs;
     let cancel = &context.cancel;
     let persona = context.persona.as_deref();
 
@@ -233,36 +238,36 @@ async fn drive(
     drop(new_events);
     let mut messages = conversation.messages();
     // Tools listed by others (advertised MCP tools) load before the model sees the list.
-    core.tools.refresh().await;
-    let tools: Vec<ToolSpec> = tool_specs(core, persona.is_some());
+    defs.tools.refresh().await;
+    let tools: Vec<ToolSpec> = tool_specs(defs, persona.is_some());
     let arms = match persona {
         Some(_) => Vec::new(),
-        None => ab::arms(&core.capabilities.abs, conversation.assigned()),
+        None => ab::arms(&defs.capabilities.abs, conversation.assigned()),
     };
     let arm_model = arms.iter().rev().find_map(|arm| arm.model.as_ref());
     let (instructions, provider, model) = match (persona, arm_model) {
         (Some(p), _) => (p.instructions.clone(), &p.provider, &p.model),
-        (None, Some((id, m))) => (ab::instructions(&core.config.instructions, &arms), &m.provider, id),
-        (None, None) => (ab::instructions(&core.config.instructions, &arms), &core.provider, &core.model),
+        (None, Some((id, m))) => (ab::instructions(&defs.config.instructions, &arms), &m.provider, id),
+        (None, None) => (ab::instructions(&defs.config.instructions, &arms), &defs.provider, &defs.model),
     };
     if let (None, Some((id, m))) = (persona, arm_model) {
         // An A/B arm's model: recorded and priced as that model.
         *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
     }
-    let system = skills::system_prompt(&instructions, &core.capabilities.skills);
+    let system = skills::system_prompt(&instructions, &defs.capabilities.skills);
     if resume.is_none() {
         emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
     }
 
     let mut workspace = match persona {
         Some(p) => p.workspace.clone(),
-        None => workspace::prepare(core, &context.session, &context.workspace)
+        None => workspace::prepare(core, &defs.tools, &context.session, &context.workspace)
             .await
             .map_err(|message| Stop::Failed(FailureCode::Workspace, message))?,
     };
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
-    let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
+    let max_steps = persona.map_or(defs.config.max_steps, |p| p.max_steps).max(1);
     let mut first = 0;
     if let Some(resumed) = resume.take() {
         // The restored step's calls first; then the model reads their results.
@@ -271,7 +276,8 @@ async fn drive(
             workspace = core.stores.workspaces.session_workspace(workspace_of).await.ok();
         }
         let dispatch = DispatchContext {
-            tools: &core.tools,
+            tools: &defs.tools,
+            defs,
             session: &context.session,
             turn: &context.turn,
             workspace: workspace.clone(),
@@ -296,7 +302,7 @@ async fn drive(
     // Answers the result gate rejected so far.
     let mut revisions = 0u32;
     // Long conversations (`compaction.rs`): a child turn has no earlier items to compact.
-    let policy = core.capabilities.compaction;
+    let policy = defs.capabilities.compaction;
     let mut compactor = Compactor {
         on: persona.is_none() && policy.enabled,
         window: compaction::window(&policy, model),
@@ -383,7 +389,7 @@ async fn drive(
         }));
         if output.tool_calls.is_empty() {
             let text = Some(output.text).filter(|t| !t.is_empty());
-            let gate = core.capabilities.result_gate.as_ref().filter(|_| persona.is_none());
+            let gate = defs.capabilities.result_gate.as_ref().filter(|_| persona.is_none());
             let Some(gate) = gate else { return Ok(text) };
             // Step events go out before the gate runs (it may take a while).
             emit.flush().await?;
@@ -430,7 +436,8 @@ async fn drive(
             };
         }
         let dispatch = DispatchContext {
-            tools: &core.tools,
+            tools: &defs.tools,
+            defs,
             session: &context.session,
             turn: &context.turn,
             workspace: workspace.clone(),
@@ -502,7 +509,7 @@ impl Compactor {
         fallback: bool,
     ) -> Result<Option<compaction::Compacted>, Stop> {
         let current = self.view.as_ref().unwrap_or(conversation);
-        let keep = context.core.capabilities.compaction.keep_turns;
+        let keep = context.defs.capabilities.compaction.keep_turns;
         compaction::compact(provider, current, &context.turn, keep, fallback, measure, &context.cancel).await.map_err(
             |failure| match failure {
                 compaction::Failure::Cancelled => Stop::Cancelled,
@@ -536,16 +543,16 @@ impl Compactor {
 
 /// What the model sees: the registry's tools, then the engine's built-ins (the skill tool when
 /// the agent has skills, `task` when it has subagents and this is not a child turn).
-fn tool_specs(core: &Core, nested: bool) -> Vec<ToolSpec> {
-    let mut specs: Vec<bdk_tools::ToolSpec> = core.tools.specs();
-    if !core.capabilities.skills.is_empty() {
-        specs.push(skills::spec(&core.capabilities.skills));
+fn tool_specs(defs: &Defs, nested: bool) -> Vec<ToolSpec> {
+    let mut specs: Vec<bdk_tools::ToolSpec> = defs.tools.specs();
+    if !defs.capabilities.skills.is_empty() {
+        specs.push(skills::spec(&defs.capabilities.skills));
     }
-    if !core.capabilities.subagents.is_empty() && !nested {
-        specs.push(subagents::spec(&core.capabilities.subagents));
+    if !defs.capabilities.subagents.is_empty() && !nested {
+        specs.push(subagents::spec(&defs.capabilities.subagents));
     }
-    if core.capabilities.artifacts.agent_tool {
-        specs.push(crate::artifacts::spec(&core.capabilities.artifacts));
+    if defs.capabilities.artifacts.agent_tool {
+        specs.push(crate::artifacts::spec(&defs.capabilities.artifacts));
     }
     specs
         .into_iter()

@@ -37,13 +37,14 @@ impl WorkspacePrep {
 /// tool is first called). `Err` is the message the turn fails with.
 pub(crate) async fn prepare(
     core: &Core,
+    tools: &Arc<dyn bdk_tools::ToolRegistry>,
     session: &SessionId,
     prep: &WorkspacePrep,
 ) -> std::result::Result<Option<PathBuf>, String> {
     if !prep.needed() {
         return Ok(None);
     }
-    if prep.files.is_empty() && !core.tools.materializes_workspace() {
+    if prep.files.is_empty() && !tools.materializes_workspace() {
         // Nothing to put there: the folder is created when a tool call first needs it.
         prep.ready.store(true, Ordering::SeqCst);
         return Ok(None);
@@ -54,7 +55,7 @@ pub(crate) async fn prepare(
         .session_workspace(session)
         .await
         .map_err(|error| format!("could not prepare the session workspace: {error}"))?;
-    let tools = Arc::clone(&core.tools);
+    let tools = Arc::clone(tools);
     let files = prep.files.clone();
     let target = dir.clone();
     let prepared = tokio::task::spawn_blocking(move || tools.prepare_workspace(&target, &files)).await;

@@ -19,6 +19,7 @@ pub mod logs;
 pub mod mcp;
 pub mod mount;
 pub mod openapi;
+pub mod reload;
 mod routes;
 mod server;
 pub mod state;

@@ -67,22 +67,47 @@ pub fn tools_with_reminders(
     extend: &ExtendTools,
     slot: &ReminderSlot,
 ) -> Result<Arc<dyn ToolRegistry>, MountError> {
+    Ok(tools_on_hub(project, state_dir, extend, slot, None)?.0)
+}
+
+/// [`tools_with_reminders`] on the MCP connections of `hub` when given (a hot reload keeps
+/// the connections it started with), else on new ones for the project's connections. Returns
+/// the registry and the hub it uses (`None`: the agent has no connections).
+pub fn tools_on_hub(
+    project: &Project,
+    state_dir: &Path,
+    extend: &ExtendTools,
+    slot: &ReminderSlot,
+    hub: Option<bdk_mcp::McpHub>,
+) -> Result<(Arc<dyn ToolRegistry>, Option<bdk_mcp::McpHub>), MountError> {
     let mut builder = extend(ProjectTools::builder(project).state_root(state_dir));
     if project.harness.builtin_reminders {
         builder = bdk_engine::reminders::tools::register(builder, slot);
     }
     let registry = builder.build().map_err(|source| MountError::Tools { slug: project.slug.clone(), source })?;
-    Ok(with_connections(project, Arc::new(registry)))
+    let hub = hub.or_else(|| connections_hub(project));
+    let registry: Arc<dyn ToolRegistry> = match &hub {
+        Some(hub) => Arc::new(bdk_mcp::McpTools::new(Arc::new(registry), hub.clone())),
+        None => Arc::new(registry),
+    };
+    Ok((registry, hub))
 }
 
 /// `registry` plus the project's MCP connections (none started yet): advertised tools and the
 /// `mcp` tool for the model, `host.mcp` for host code. Without connections, `registry` as is.
 pub fn with_connections(project: &Project, registry: Arc<dyn ToolRegistry>) -> Arc<dyn ToolRegistry> {
-    if project.caps.connections.is_empty() {
-        return registry;
+    match connections_hub(project) {
+        Some(hub) => Arc::new(bdk_mcp::McpTools::new(registry, hub)),
+        None => registry,
     }
-    let hub = bdk_mcp::McpHub::new(&project.caps.connections, &project.bot_dir, peer_slot(&project.bot_dir));
-    Arc::new(bdk_mcp::McpTools::new(registry, hub))
+}
+
+/// A hub (nothing started yet) for the project's MCP connections, if it has any.
+fn connections_hub(project: &Project) -> Option<bdk_mcp::McpHub> {
+    if project.caps.connections.is_empty() {
+        return None;
+    }
+    Some(bdk_mcp::McpHub::new(&project.caps.connections, &project.bot_dir, peer_slot(&project.bot_dir)))
 }
 
 /// Where the host puts the in-process peer connector of the agent whose bot folder is

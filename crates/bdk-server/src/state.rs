@@ -2,7 +2,7 @@
 //! options, the log buffer, and the token that ends live streams at shutdown.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use bdk_engine::Engine;
 use bdk_engine::reminders::Reminders;
@@ -72,7 +72,11 @@ impl Default for ServeOptions {
 /// One mounted agent.
 #[derive(Debug, Clone)]
 pub struct Agent {
+    /// The project as it was mounted: what routes, channels and clocks were built from. What
+    /// a hot reload changes is in [`Agent::current`].
     pub project: Arc<Project>,
+    /// The project as last (re)loaded (`reload.rs`); the mounted one until a reload.
+    pub live: LiveProject,
     pub engine: Engine,
     /// The agent's schedules (`None`: this agent was mounted without a timed-work store).
     pub schedules: Option<Schedules>,
@@ -82,7 +86,13 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(project: Project, engine: Engine) -> Self {
-        Self { project: Arc::new(project), engine, schedules: None, reminders: None }
+        let project = Arc::new(project);
+        Self { live: LiveProject::new(project.clone()), project, engine, schedules: None, reminders: None }
+    }
+
+    /// The project as last (re)loaded: `/v1/info`, `/v1/meta` and the agent index read this.
+    pub fn current(&self) -> Arc<Project> {
+        self.live.load()
     }
 
     /// The agent with its schedules attached.
@@ -112,6 +122,24 @@ impl Agent {
     }
 }
 
+/// A project that a hot reload can replace; every clone of an [`Agent`] sees the replacement.
+#[derive(Debug, Clone)]
+pub struct LiveProject(Arc<RwLock<Arc<Project>>>);
+
+impl LiveProject {
+    pub fn new(project: Arc<Project>) -> Self {
+        Self(Arc::new(RwLock::new(project)))
+    }
+
+    pub fn load(&self) -> Arc<Project> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn store(&self, project: Project) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(project);
+    }
+}
+
 /// Everything the router is built from. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -124,6 +152,8 @@ pub struct AppState {
     pub host_tokens: HostTokens,
     /// Each agent's eval runs, by slug (`/v1/dev/evals...`); an agent without one answers 404.
     pub evals: Arc<HashMap<String, Arc<EvalService>>>,
+    /// The hot-reload status `GET /v1/health` shows (`serve --dev`); `None`: no reloading.
+    pub reload: Option<crate::reload::ReloadStatus>,
 }
 
 impl AppState {
@@ -135,6 +165,7 @@ impl AppState {
             streams_end: CancellationToken::new(),
             host_tokens: HostTokens::new(),
             evals: Arc::new(HashMap::new()),
+            reload: None,
         }
     }
 

@@ -199,6 +199,41 @@ pub trait HostServices: Send + Sync + fmt::Debug {
     fn mcp(&self) -> Option<std::sync::Arc<dyn McpAccess>> {
         None
     }
+
+    /// Arms a reminder on the calling session's conversation (`host.reminders.create`): exactly
+    /// one of `delay`, `every`, `cron`, `at`, and a `prompt` (with `until`) or a named `handler`
+    /// (with `args`), as `POST /v1/host/reminders/create` takes. Answers the stored record.
+    /// Hosts without reminders answer `reminders_unavailable`.
+    fn reminder_create(&self, _request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Err(reminders_unavailable()) })
+    }
+
+    /// The calling session's reminders, oldest first (`host.reminders.list`).
+    fn reminder_list(&self) -> BoxFuture<'_, HostResult<Vec<Value>>> {
+        Box::pin(async { Err(reminders_unavailable()) })
+    }
+
+    /// Cancels one of the calling session's reminders by id; answers its record (a cancelled
+    /// reminder never fires again). Another session's reminder is `reminder_not_found`.
+    fn reminder_cancel(&self, _id: String) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Err(reminders_unavailable()) })
+    }
+}
+
+/// What a host without reminders answers.
+pub fn reminders_unavailable() -> HostError {
+    HostError::invalid("reminders_unavailable", "this host runs no reminders")
+}
+
+/// One agent's reminders as the host services reach them, bound to a session per request. The
+/// engine implements it over its reminders (with their validation); the host services of a
+/// tool call forward to it with the call's session.
+pub trait ReminderAccess: Send + Sync + fmt::Debug {
+    fn create(&self, session: SessionId, request: Value) -> BoxFuture<'_, HostResult<Value>>;
+
+    fn list(&self, session: SessionId) -> BoxFuture<'_, HostResult<Vec<Value>>>;
+
+    fn cancel(&self, session: SessionId, id: String) -> BoxFuture<'_, HostResult<Value>>;
 }
 
 /// One MCP server a host caller can reach (`host.mcp.names()`).

@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use anyhow::{Context as _, bail};
 use bdk_engine::EngineOptions;
 use bdk_model::ModelLayer;
+use bdk_server::reload::{Reloader, Remount};
 use bdk_server::{AppState, AuthPolicy, BearerToken, HostTokens, LogBuffer, Mode, ServeOptions, mount};
 use tokio::net::TcpListener;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -113,6 +114,8 @@ async fn serve(
         ..bdk_store_pg::PgOptions::default()
     };
     let mut backends = bdk_server::backend::Backends::new(args.database_url.clone(), pg_options);
+    // How each agent was mounted, for `--dev` hot reloads.
+    let mut remounts = std::collections::HashMap::new();
     for project in projects {
         let dir = mount::state_dir(&project, args.state_root.as_deref());
         let (resolved, provider) = mount::provider(&project, ModelLayer::default());
@@ -131,7 +134,11 @@ async fn serve(
         };
         // One slot per agent: its `reminders_*` tools reach the reminders mounted below.
         let reminder_slot = bdk_engine::reminders::tools::ReminderSlot::default();
-        let tools = embed.registry_with_reminders(&project, &dir, &reminder_slot)?;
+        let (tools, hub) = mount::tools_on_hub(&project, &dir, embed.extender().as_ref(), &reminder_slot, None)?;
+        remounts.insert(
+            slug.clone(),
+            Remount { state_dir: dir.clone(), reminders: reminder_slot.clone(), cli_model: ModelLayer::default(), hub },
+        );
         evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
         let store = backends.open(&project, &dir).await?;
         let backend = store.backend();
@@ -151,7 +158,19 @@ async fn serve(
 
     let listener = bind(&args.host, args.port).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let state = AppState::new(agents, options, logs).with_host_tokens(host_tokens).with_evals(evals);
+    let mut state = AppState::new(agents, options, logs).with_host_tokens(host_tokens).with_evals(evals);
+    if args.dev {
+        // Watch the served folders and swap definitions for new turns on a change.
+        let reloader = Reloader::new(state, embed.extender(), remounts.clone());
+        state = reloader.state().clone();
+        let skip = remounts.into_values().map(|m| m.state_dir).collect();
+        crate::watch::spawn(crate::watch::Watch {
+            reloader: std::sync::Arc::new(reloader),
+            dirs: args.dirs.clone(),
+            skip,
+            embed: embed.clone(),
+        });
+    }
     // Signal handlers go in before the address is announced: a supervisor (or a test) may send
     // SIGTERM as soon as it reads `listening on`.
     let shutdown = bdk_server::shutdown_signal();

@@ -19,5 +19,6 @@ mod schedules;
 mod serve;
 mod serve_listen;
 mod serve_model;
+mod serve_reload;
 mod support;
 mod validate;

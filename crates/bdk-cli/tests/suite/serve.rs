@@ -125,7 +125,7 @@ pub(super) async fn within<T>(what: &str, future: impl std::future::Future<Outpu
 }
 
 /// Reads NDJSON events from a streaming response, one at a time.
-struct Stream {
+pub(super) struct Stream {
     response: reqwest::Response,
     buffer: Vec<u8>,
     /// The response ended with its proper end (not an error or a reset).
@@ -133,14 +133,14 @@ struct Stream {
 }
 
 impl Stream {
-    async fn open(url: String) -> Stream {
+    pub(super) async fn open(url: String) -> Stream {
         let response = within("the stream", client().get(url).send()).await.unwrap();
         assert_eq!(response.status(), 200);
         Stream { response, buffer: Vec::new(), ended_cleanly: false }
     }
 
     /// The next event, or `None` when the stream ended (cleanly or not).
-    async fn next(&mut self) -> Option<Value> {
+    pub(super) async fn next(&mut self) -> Option<Value> {
         within("a stream line", async {
             loop {
                 if let Some(pos) = self.buffer.iter().position(|b| *b == b'\n') {
@@ -161,7 +161,7 @@ impl Stream {
     }
 }
 
-async fn post(url: String, body: Value) -> (u16, Value) {
+pub(super) async fn post(url: String, body: Value) -> (u16, Value) {
     let response = within("a POST", client().post(url).json(&body).send()).await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))

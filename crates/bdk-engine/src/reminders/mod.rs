@@ -21,7 +21,7 @@ use bdk_protocol::event::SessionMode;
 use bdk_store::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, Notify};
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ use crate::timed_error::TimedError;
 
 /// `createReminder`'s input: exactly one of `delay`, `every`, `cron`, `at`, and exactly one of
 /// `prompt` and `handler`.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateReminder {
     /// A short label (e.g. "ci_recheck").
@@ -105,7 +105,12 @@ impl Reminders {
             wake: Notify::new(),
             cancel: CancellationToken::new(),
         };
-        Self { inner: Arc::new(inner) }
+        let reminders = Self { inner: Arc::new(inner) };
+        // The host services of this engine's tool calls reach these reminders (the latest
+        // created, should there be several).
+        let access: Arc<dyn bdk_tools::ReminderAccess> = Arc::new(Access(Arc::downgrade(&reminders.inner)));
+        *reminders.inner.engine.core().reminders.lock().unwrap_or_else(|p| p.into_inner()) = Some(access);
+        reminders
     }
 
     /// Arms a reminder on `session`'s conversation.
@@ -406,4 +411,71 @@ impl Reminders {
     pub fn shutdown(&self) {
         self.inner.cancel.cancel();
     }
+}
+
+/// [`Reminders`] as the host services reach them ([`bdk_tools::ReminderAccess`]): the one
+/// implementation behind native tools' `reminder_*` and `POST /v1/host/reminders/*`. Weak, so
+/// the engine core holding it does not keep the reminders alive.
+#[derive(Debug)]
+struct Access(std::sync::Weak<Inner>);
+
+impl Access {
+    fn reminders(&self) -> bdk_tools::host::HostResult<Reminders> {
+        self.0.upgrade().map(|inner| Reminders { inner }).ok_or_else(bdk_tools::host::reminders_unavailable)
+    }
+}
+
+impl bdk_tools::ReminderAccess for Access {
+    fn create(
+        &self,
+        session: SessionId,
+        request: Value,
+    ) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
+        Box::pin(async move {
+            let reminders = self.reminders()?;
+            let request: CreateReminder = serde_json::from_value(request)
+                .map_err(|e| bdk_tools::HostError::invalid("invalid_request", format!("invalid reminder: {e}")))?;
+            let record = reminders.create(&session, request).await.map_err(host_error)?;
+            to_value(&record)
+        })
+    }
+
+    fn list(&self, session: SessionId) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Vec<Value>>> {
+        Box::pin(async move {
+            let all = self.reminders()?.list(Some(&session)).await.map_err(host_error)?;
+            all.iter().map(to_value).collect()
+        })
+    }
+
+    fn cancel(&self, session: SessionId, id: String) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
+        Box::pin(async move {
+            let record = self.reminders()?.cancel(&id, Some(&session)).await.map_err(host_error)?;
+            to_value(&record)
+        })
+    }
+}
+
+fn to_value(record: &ReminderRecord) -> bdk_tools::host::HostResult<Value> {
+    serde_json::to_value(record).map_err(|e| {
+        bdk_tools::HostError::new(bdk_tools::host::HostErrorKind::Internal, "internal_error", e.to_string())
+    })
+}
+
+/// The status a reminder failure maps to, with its stable code.
+fn host_error(error: TimedError) -> bdk_tools::HostError {
+    use bdk_tools::host::HostErrorKind;
+    let kind = match error {
+        TimedError::UnknownSchedule(_) | TimedError::UnknownReminder(_) => HostErrorKind::NotFound,
+        TimedError::Invalid { .. } => HostErrorKind::Invalid,
+        TimedError::Engine(engine) => return crate::host::engine_error(engine),
+        TimedError::Store(detail) => {
+            tracing::error!(error = %detail, "reminder storage failure");
+            return bdk_tools::HostError::new(
+                HostErrorKind::Internal,
+                "internal_error",
+                "internal error; see the server log",
+            );
+        }
+    };
+    bdk_tools::HostError::new(kind, error.code(), error.to_string())
 }

@@ -19,6 +19,7 @@ mod local_cwd;
 mod recovery;
 mod recursion;
 mod reminders;
+mod reminders_native;
 mod result_gate;
 mod schedules;
 mod skills;

@@ -1,16 +1,15 @@
 //! `POST /v1/host/reminders/{create,list,cancel}`: the reminders host service for commands
 //! (the reference's `host.reminders`), on the calling session's conversation only. Admission is
-//! the host token's (`routes::HostCaller`); the reminders are the engine's.
+//! the host token's (`routes::HostCaller`); the rest is the engine's host services, the same
+//! implementation native tools reach in-process (`HostServices::reminder_*`).
 
 use axum::Router;
-use axum::extract::State;
 use axum::routing::post;
 use bdk_engine::reminders::CreateReminder;
-use bdk_protocol::SessionId;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::routes::HostCaller;
+use super::routes::{HostCaller, api_error};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::JsonBody;
 use crate::routes::OkJson;
@@ -29,43 +28,19 @@ struct CancelBody {
     id: String,
 }
 
-/// The calling session, which reminders are bound to.
-fn session(caller: &HostCaller) -> Result<SessionId, ApiError> {
-    caller
-        .session_id()
-        .ok_or_else(|| ApiError::invalid_request("reminders belong to a conversation; this call has no session"))
+async fn create(caller: HostCaller, JsonBody(body): JsonBody<CreateReminder>) -> ApiResult<OkJson<Value>> {
+    // Parsed here too, so a bad body gets the strict-body message naming the field.
+    let request = serde_json::to_value(&body).map_err(|e| ApiError::internal(&e))?;
+    let record = caller.services().reminder_create(request).await.map_err(api_error)?;
+    Ok(OkJson(json!({ "reminder": record })))
 }
 
-fn reminders(state: &AgentState) -> Result<&bdk_engine::reminders::Reminders, ApiError> {
-    state.agent.reminders.as_ref().ok_or_else(|| ApiError::invalid_request("this host runs no reminders"))
+async fn list(caller: HostCaller) -> ApiResult<OkJson<Value>> {
+    let all = caller.services().reminder_list().await.map_err(api_error)?;
+    Ok(OkJson(json!({ "reminders": all })))
 }
 
-fn value<T: serde::Serialize>(item: &T) -> Result<Value, ApiError> {
-    serde_json::to_value(item).map_err(|e| ApiError::internal(&e))
-}
-
-async fn create(
-    State(state): State<AgentState>,
-    caller: HostCaller,
-    JsonBody(body): JsonBody<CreateReminder>,
-) -> ApiResult<OkJson<Value>> {
-    let session = session(&caller)?;
-    let record = reminders(&state)?.create(&session, body).await?;
-    Ok(OkJson(json!({ "reminder": value(&record)? })))
-}
-
-async fn list(State(state): State<AgentState>, caller: HostCaller) -> ApiResult<OkJson<Value>> {
-    let session = session(&caller)?;
-    let all = reminders(&state)?.list(Some(&session)).await?;
-    Ok(OkJson(json!({ "reminders": value(&all)? })))
-}
-
-async fn cancel(
-    State(state): State<AgentState>,
-    caller: HostCaller,
-    JsonBody(body): JsonBody<CancelBody>,
-) -> ApiResult<OkJson<Value>> {
-    let session = session(&caller)?;
-    let record = reminders(&state)?.cancel(&body.id, Some(&session)).await?;
-    Ok(OkJson(json!({ "reminder": value(&record)? })))
+async fn cancel(caller: HostCaller, JsonBody(body): JsonBody<CancelBody>) -> ApiResult<OkJson<Value>> {
+    let record = caller.services().reminder_cancel(body.id).await.map_err(api_error)?;
+    Ok(OkJson(json!({ "reminder": record })))
 }

@@ -258,7 +258,7 @@ impl AgentMcp {
 
 impl ServerHandler for AgentMcp {
     fn get_info(&self) -> ServerInfo {
-        let description = self.agent.project.description.clone();
+        let description = self.agent.current().description.clone();
         server_info(self.agent.slug(), description)
     }
 

@@ -24,7 +24,8 @@ pub fn routes(state: AppState) -> Router {
 }
 
 async fn host_health(State(state): State<AppState>) -> OkJson<Health> {
-    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new() })
+    let reload = state.reload.as_ref().map(|r| r.report());
+    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new(), reload })
 }
 
 #[derive(Debug, Serialize)]
@@ -51,8 +52,8 @@ fn entries(state: &AppState) -> Vec<AgentEntry> {
             let base_path = state.base_path(agent);
             AgentEntry {
                 slug: agent.slug().to_owned(),
-                name: agent.project.name.clone(),
-                description: agent.project.description.clone(),
+                name: agent.current().name.clone(),
+                description: agent.current().description.clone(),
                 playground_url: format!("{base_path}/playground"),
                 base_path,
             }

@@ -8,7 +8,7 @@ use bdk_protocol::info::ProjectInfo;
 use crate::state::{Agent, AgentState};
 
 pub async fn get_info(State(state): State<AgentState>) -> Json<ProjectInfo> {
-    let mut info = bdk_project::manifest(&state.agent.project);
+    let mut info = bdk_project::manifest(&state.agent.current());
     if let Some(schedules) = &state.agent.schedules {
         let fires_here = Agent::clocks_run(&state.app.options);
         bdk_engine::schedules::annotate(&mut info, schedules.store().as_ref(), fires_here).await;

@@ -23,7 +23,7 @@ pub struct Meta {
 }
 
 pub async fn get_meta(State(state): State<AgentState>) -> OkJson<Meta> {
-    let project = &state.agent.project;
+    let project = state.agent.current();
     OkJson(Meta {
         name: project.name.clone(),
         slug: project.slug.clone(),

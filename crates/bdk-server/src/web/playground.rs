@@ -36,7 +36,7 @@ pub fn routes() -> Router<AgentState> {
 
 async fn page(State(state): State<AgentState>) -> Response {
     let base = escape(&state.base_path);
-    let html = PAGE.replace("{{BASE}}", &base).replace("{{NAME}}", &escape(&state.agent.project.name));
+    let html = PAGE.replace("{{BASE}}", &base).replace("{{NAME}}", &escape(&state.agent.current().name));
     let mut response = Html(html).into_response();
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
