@@ -1,0 +1,175 @@
+//! [`Telemetry`], the handle the engine and server hold, and [`Span`], one started span.
+//! Both are `Option`s inside: when telemetry is off every method returns at the first branch,
+//! and the attribute closures are never called.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use opentelemetry::context::FutureExt as _;
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::metrics::Meter;
+use opentelemetry::trace::{Status, TraceContextExt as _, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+
+use crate::metrics::Metrics;
+
+/// Spans and metrics, or nothing. Cheap to clone; [`Default`] is [`Telemetry::disabled`].
+#[derive(Clone, Default)]
+pub struct Telemetry {
+    inner: Option<Arc<Inner>>,
+}
+
+struct Inner {
+    tracer: Option<BoxedTracer>,
+    metrics: Option<Metrics>,
+    /// What is exported where, for `/v1/health` and the startup log.
+    summary: String,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.inner {
+            None => f.write_str("Telemetry(disabled)"),
+            Some(inner) => write!(f, "Telemetry({})", inner.summary),
+        }
+    }
+}
+
+impl Telemetry {
+    /// No spans, no metrics.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// Spans from `tracer` and metrics on `meter` (either may be absent). `summary` says what
+    /// is exported where (shown by `/v1/health`). Any OpenTelemetry SDK can stand behind them;
+    /// `export::install` builds the OTLP one.
+    pub fn new(tracer: Option<BoxedTracer>, meter: Option<Meter>, summary: impl Into<String>) -> Self {
+        if tracer.is_none() && meter.is_none() {
+            return Self::disabled();
+        }
+        let metrics = meter.map(Metrics::new);
+        Self { inner: Some(Arc::new(Inner { tracer, metrics, summary: summary.into() })) }
+    }
+
+    /// Whether anything is recorded at all.
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Whether spans are recorded.
+    pub fn traces(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.tracer.is_some())
+    }
+
+    /// The instruments, when metrics are recorded.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.inner.as_ref()?.metrics.as_ref()
+    }
+
+    /// What is exported where (`None`: disabled).
+    pub fn summary(&self) -> Option<&str> {
+        self.inner.as_ref().map(|i| i.summary.as_str())
+    }
+
+    /// The current context, when spans are recorded (the parent a call made from here should
+    /// carry to another task). `None` costs nothing.
+    pub fn current(&self) -> Option<Context> {
+        self.traces().then(Context::current)
+    }
+
+    /// Starts a span under `parent` (`None`: the current context, which may be empty: a new
+    /// trace). `attributes` runs only when spans are recorded.
+    pub fn span(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: opentelemetry::trace::SpanKind,
+        parent: Option<&Context>,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) -> Span {
+        let Some(tracer) = self.inner.as_ref().and_then(|i| i.tracer.as_ref()) else {
+            return Span::none();
+        };
+        let current;
+        let parent = match parent {
+            Some(parent) => parent,
+            None => {
+                current = Context::current();
+                &current
+            }
+        };
+        let span = tracer.span_builder(name).with_kind(kind).with_attributes(attributes()).start_with_context(tracer, parent);
+        Span(Some(parent.with_span(span)))
+    }
+}
+
+/// A started span (or none). Ends when [`Span::end`] is called, or when the last clone of its
+/// context is dropped.
+#[derive(Debug, Clone, Default)]
+pub struct Span(Option<Context>);
+
+impl Span {
+    /// No span: every method does nothing.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// The context with this span current: the parent of spans started under it.
+    pub fn context(&self) -> Option<&Context> {
+        self.0.as_ref()
+    }
+
+    pub fn is_recording(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Adds attributes (`attributes` runs only for a real span).
+    pub fn set(&self, attributes: impl FnOnce() -> Vec<KeyValue>) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_attributes(attributes());
+        }
+    }
+
+    /// Marks the span failed, with `message`.
+    pub fn fail(&self, message: impl Into<Cow<'static, str>>) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_status(Status::error(message));
+        }
+    }
+
+    /// Marks the span failed with a message built only for a real span.
+    pub fn fail_with(&self, message: impl FnOnce() -> String) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_status(Status::error(message()));
+        }
+    }
+
+    /// Ends the span now.
+    pub fn end(&self) {
+        if let Some(cx) = &self.0 {
+            cx.span().end();
+        }
+    }
+
+    /// Runs `future` with this span current on every poll (so code under it, such as an
+    /// outgoing request's `traceparent`, sees it). Without a span, just awaits it.
+    pub async fn run<F: Future>(&self, future: F) -> F::Output {
+        match &self.0 {
+            Some(cx) => future.with_context(cx.clone()).await,
+            None => future.await,
+        }
+    }
+
+    /// Makes this span current until the guard drops. The guard is not `Send`: use it only
+    /// around synchronous code (for async code, [`Span::run`]).
+    pub fn enter(&self) -> Option<opentelemetry::ContextGuard> {
+        self.0.as_ref().map(|cx| cx.clone().attach())
+    }
+
+    /// This span's `traceparent`.
+    pub fn traceparent(&self) -> Option<String> {
+        self.0.as_ref().and_then(crate::traceparent::format)
+    }
+}
