@@ -69,6 +69,8 @@ pub(crate) struct Core {
     pub max_output_tokens: Option<u64>,
     /// Where artifacts are kept (`artifacts.rs`).
     pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// Spans and metrics (`telemetry.rs`).
+    pub telemetry: bdk_telemetry::Telemetry,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -89,7 +91,11 @@ impl Core {
     ) -> Arc<Self> {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
-        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
+        let stores = bdk_store::Stores {
+            events: crate::telemetry::timed_log(stores.events.clone(), &options.telemetry),
+            ..stores
+        };
+        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities, &options.telemetry);
         Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
             config,
@@ -110,6 +116,7 @@ impl Core {
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
+            telemetry: options.telemetry,
             actors: Mutex::new(HashMap::new()),
         })
     }
@@ -214,13 +221,19 @@ impl Core {
         record.status = Some(SessionStatus::Running);
         self.stores.sessions.create(record.clone()).await?;
         self.direct_tokens.note(&token, &id);
-        self.call(&id, Some(record), |reply| Command::Start { request, reply }).await
+        let trace = self.telemetry.current();
+        self.call(&id, Some(record), |reply| Command::Start { request, reply, trace }).await
     }
 
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
         check_message(&request.message)?;
         check_files(&request.workspace_files)?;
-        self.call(id, None, |reply| Command::FollowUp { request, reply }).await
+        let trace = self.telemetry.current();
+        let result = self.call(id, None, |reply| Command::FollowUp { request, reply, trace }).await;
+        if matches!(result, Err(EngineError::StaleToken(_) | EngineError::SessionBusy(_))) {
+            crate::telemetry::admission(&self.telemetry, crate::telemetry::Admission::Conflict);
+        }
+        result
     }
 
     pub async fn stop(self: &Arc<Self>, id: &SessionId, principal: &Principal) -> Result<()> {

@@ -227,6 +227,8 @@ async fn run_child(
         settings: parent.settings,
         workspace: WorkspacePrep { files: Vec::new(), ready: Arc::new(AtomicBool::new(true)) },
         persona: Some(Arc::new(persona)),
+        // The `invoke_agent` span of the parent's call is current here.
+        trace: core.telemetry.current(),
     };
     let outcome = turn::run_boxed(context).await;
     let spent = spent_of(&outcome.closing);

@@ -30,6 +30,9 @@ use crate::result_gate::{self, Verdict};
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
+use bdk_telemetry::Span;
+
+use crate::telemetry;
 use crate::{ab, skills, subagents};
 
 /// The reason recorded when a turn is stopped or preempted.
@@ -52,6 +55,9 @@ pub(crate) struct TurnContext {
     pub workspace: WorkspacePrep,
     /// Who runs the turn when it is a subagent's child turn; `None`: the agent itself.
     pub persona: Option<Arc<Persona>>,
+    /// The trace context the turn's span goes under (telemetry on): the request that started
+    /// it, or the subagent call that runs it.
+    pub trace: Option<bdk_telemetry::Context>,
 }
 
 /// A subagent running a child turn (`subagents.rs`): its prompt, model and step budget, and the
@@ -113,10 +119,22 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         None => (core.model.clone(), core.price),
     };
     let started = Instant::now();
-    let driven = drive(&context, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
+    let span = telemetry::turn_span(
+        &core.telemetry,
+        context.trace.as_ref(),
+        &core.config.slug,
+        &context.session,
+        &context.turn,
+    );
+    let driven =
+        span.run(drive(&context, &span, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced)).await;
     let (model, price) = priced;
     let stop = match driven {
         Ok(result) => {
+            if core.telemetry.is_enabled() {
+                let tags = core.telemetry.session_tags(context.session.as_str());
+                telemetry::turn_ended(&core.telemetry, &span, started, &model, &usage, "completed", None, tags);
+            }
             emit.push(EventData::TurnCompleted(TurnCompleted {
                 usage: with_children(&usage, &children),
                 estimated_cost_usd: Some(cost::round_usd(cost::estimate(price.as_ref(), &usage) + children.cost_usd)),
@@ -149,6 +167,15 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
             .as_ref()
             .map(|u| cost::round_usd(cost::estimate(price.as_ref(), u) + children.cost_usd)),
     }));
+    if core.telemetry.is_enabled() {
+        let tags = core.telemetry.session_tags(context.session.as_str());
+        let outcome = match status {
+            TurnFailStatus::Cancelled => "cancelled",
+            TurnFailStatus::Failed => "failed",
+        };
+        let error = Some((code.as_str(), message.as_str()));
+        telemetry::turn_ended(&core.telemetry, &span, started, &model, &usage, outcome, error, tags);
+    }
     let end = match status {
         TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
         TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
@@ -163,8 +190,10 @@ pub(crate) fn run_boxed(context: TurnContext) -> bdk_store::BoxFuture<'static, T
 }
 
 /// The loop itself. Returns the final text when the turn completes.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     context: &TurnContext,
+    span: &Span,
     conversation: &mut Conversation,
     emit: &mut Emitter,
     usage: &mut ModelUsage,
@@ -182,6 +211,7 @@ async fn drive(
         None => match core.slots.admit() {
             Ok(permit) => Some(permit),
             Err(queued) => {
+                telemetry::admission(&core.telemetry, telemetry::Admission::Queued);
                 emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
                 tokio::select! {
                     biased;
@@ -228,6 +258,9 @@ async fn drive(
     // Where the tools of this turn run: a child's are its parent's.
     let workspace_of = persona.map_or(&context.session, |p| &p.parent);
     let max_steps = persona.map_or(core.config.max_steps, |p| p.max_steps).max(1);
+    let traced = &core.telemetry;
+    // `gen_ai.system`, read only when something is recorded (`info` allocates).
+    let gen_ai_system = if traced.is_enabled() { provider.info().provider } else { String::new() };
     // Answers the result gate rejected so far.
     let mut revisions = 0u32;
     for step in 0..max_steps {
@@ -241,9 +274,33 @@ async fn drive(
             params: Default::default(),
         };
         let step_started = Instant::now();
-        let model_stream = provider.stream(request, cancel.child_token());
+        let model_span = telemetry::model_span(traced, span, &gen_ai_system, model);
+        // Current while the request is built, so its `traceparent` names the model call.
+        let model_stream = {
+            let _current = model_span.enter();
+            provider.stream(request, cancel.child_token())
+        };
         let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
-        let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
+        let (output, end) = model_span.run(stream::assemble(emit, model_stream, cancel, cap)).await?;
+        if traced.is_enabled() {
+            let error = match &end {
+                StepEnd::Finished => None,
+                StepEnd::Cancelled => Some((FailureCode::Cancelled.as_str(), INTERRUPTED.to_owned())),
+                StepEnd::Failed(error) => Some((failure::model(error).as_str(), error.to_string())),
+                StepEnd::TooLarge(message) => Some((FailureCode::OutputTooLarge.as_str(), message.clone())),
+            };
+            let call = telemetry::ModelCall {
+                system: &gen_ai_system,
+                model,
+                started: step_started,
+                first_output: output.first_output,
+                usage: &output.usage,
+                finish: output.finish.as_ref(),
+                cost_usd: cost::estimate(priced.1.as_ref(), &output.usage),
+                error,
+            };
+            telemetry::model_ended(traced, &model_span, call);
+        }
         usage.add(&output.usage);
         match end {
             StepEnd::Cancelled => return Err(Stop::Cancelled),
@@ -315,6 +372,7 @@ async fn drive(
             approvals: &core.approvals,
             core,
             nested: persona.is_some(),
+            trace: span.context(),
         };
         let (finished, cancelled) = dispatch::run_calls(dispatch, emit, &calls).await?;
         for spent in finished.iter().filter_map(|done| done.spent) {

@@ -147,21 +147,19 @@ impl OtelConfig {
                 });
             }
         };
-        let temporality = match get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")
-            .map(|v| v.to_ascii_lowercase())
-            .as_deref()
-        {
-            None | Some("delta") => Temporality::Delta,
-            Some("cumulative") => Temporality::Cumulative,
-            Some("lowmemory") => Temporality::LowMemory,
-            Some(other) => {
-                return Err(ConfigError {
-                    variable: "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
-                    value: other.to_owned(),
-                    message: "use delta (the default), cumulative or lowmemory".into(),
-                });
-            }
-        };
+        let temporality =
+            match get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE").map(|v| v.to_ascii_lowercase()).as_deref() {
+                None | Some("delta") => Temporality::Delta,
+                Some("cumulative") => Temporality::Cumulative,
+                Some("lowmemory") => Temporality::LowMemory,
+                Some(other) => {
+                    return Err(ConfigError {
+                        variable: "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE",
+                        value: other.to_owned(),
+                        message: "use delta (the default), cumulative or lowmemory".into(),
+                    });
+                }
+            };
         let headers = match get("OTEL_EXPORTER_OTLP_HEADERS") {
             Some(raw) => pairs(&raw).map_err(|message| ConfigError {
                 variable: "OTEL_EXPORTER_OTLP_HEADERS",

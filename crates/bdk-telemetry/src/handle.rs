@@ -3,9 +3,10 @@
 //! and the attribute closures are never called.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::global::BoxedTracer;
@@ -26,7 +27,15 @@ struct Inner {
     metrics: Option<Metrics>,
     /// What is exported where, for `/v1/health` and the startup log.
     summary: String,
+    /// Tags host code put on sessions (`host.otel`), added to their turn spans.
+    tags: Mutex<HashMap<String, Vec<(String, String)>>>,
 }
+
+/// Most sessions with tags held at once (past it, the oldest-tagged are not tracked: all are
+/// forgotten and tagging starts over, as a bounded cache would).
+pub const MAX_TAGGED_SESSIONS: usize = 10_000;
+/// Most tags on one session.
+pub const MAX_TAGS: usize = 32;
 
 impl fmt::Debug for Telemetry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -51,7 +60,7 @@ impl Telemetry {
             return Self::disabled();
         }
         let metrics = meter.map(Metrics::new);
-        Self { inner: Some(Arc::new(Inner { tracer, metrics, summary: summary.into() })) }
+        Self { inner: Some(Arc::new(Inner { tracer, metrics, summary: summary.into(), tags: Mutex::default() })) }
     }
 
     /// Whether anything is recorded at all.
@@ -72,6 +81,44 @@ impl Telemetry {
     /// What is exported where (`None`: disabled).
     pub fn summary(&self) -> Option<&str> {
         self.inner.as_ref().map(|i| i.summary.as_str())
+    }
+
+    /// Tags `session` with `key = value` (replacing an earlier value of `key`); later turn
+    /// spans of the session carry it. `Ok(false)`: telemetry is off, nothing was kept.
+    pub fn tag_session(&self, session: &str, key: &str, value: &str) -> Result<bool, String> {
+        crate::metrics::check_name(key)?;
+        if value.len() > 256 {
+            return Err("a tag value is at most 256 bytes".into());
+        }
+        let Some(inner) = &self.inner else { return Ok(false) };
+        let mut tags = inner.tags.lock().unwrap_or_else(PoisonError::into_inner);
+        if !tags.contains_key(session) && tags.len() >= MAX_TAGGED_SESSIONS {
+            tags.clear();
+        }
+        let list = tags.entry(session.to_owned()).or_default();
+        let full = list.len() >= MAX_TAGS;
+        match list.iter_mut().find(|(k, _)| k == key) {
+            Some(entry) => entry.1 = value.to_owned(),
+            None if full => return Err(format!("a session holds at most {MAX_TAGS} tags")),
+            None => list.push((key.to_owned(), value.to_owned())),
+        }
+        Ok(true)
+    }
+
+    /// The tags of `session`, as attributes.
+    pub fn session_tags(&self, session: &str) -> Vec<KeyValue> {
+        let Some(inner) = &self.inner else { return Vec::new() };
+        let tags = inner.tags.lock().unwrap_or_else(PoisonError::into_inner);
+        tags.get(session)
+            .map(|l| l.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Drops the tags of a session that is no longer live.
+    pub fn forget_session(&self, session: &str) {
+        if let Some(inner) = &self.inner {
+            inner.tags.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+        }
     }
 
     /// The current context, when spans are recorded (the parent a call made from here should
@@ -100,7 +147,8 @@ impl Telemetry {
                 &current
             }
         };
-        let span = tracer.span_builder(name).with_kind(kind).with_attributes(attributes()).start_with_context(tracer, parent);
+        let span =
+            tracer.span_builder(name).with_kind(kind).with_attributes(attributes()).start_with_context(tracer, parent);
         Span(Some(parent.with_span(span)))
     }
 }

@@ -23,7 +23,7 @@ pub use config::{ConfigError, OtelConfig, Protocol, Temporality};
 pub use handle::{Span, Telemetry};
 pub use metrics::{HostKind, MAX_HOST_METRICS, Metrics, check_name, names};
 pub use opentelemetry::trace::SpanKind;
-pub use opentelemetry::{Context, KeyValue, Value};
+pub use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
 
 /// Errors at this crate's boundary.
 #[derive(Debug, thiserror::Error)]

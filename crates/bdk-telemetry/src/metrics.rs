@@ -101,7 +101,12 @@ impl fmt::Debug for Metrics {
 impl Metrics {
     pub fn new(meter: Meter) -> Self {
         let seconds = |name: &'static str, description: &'static str| {
-            meter.f64_histogram(name).with_unit("s").with_description(description).with_boundaries(SECONDS.to_vec()).build()
+            meter
+                .f64_histogram(name)
+                .with_unit("s")
+                .with_description(description)
+                .with_boundaries(SECONDS.to_vec())
+                .build()
         };
         Metrics {
             turn_duration: seconds(names::TURN_DURATION, "Duration of a turn, from admission to its end"),

@@ -116,9 +116,8 @@ fn header(out: &mut String, name: &str, help: &str, kind: &str) {
 }
 
 fn labels<'a>(attributes: impl Iterator<Item = &'a opentelemetry::KeyValue>, le: Option<&str>) -> String {
-    let mut parts: Vec<String> = attributes
-        .map(|kv| format!("{}=\"{}\"", sanitize(kv.key.as_str()), escape(&kv.value.to_string())))
-        .collect();
+    let mut parts: Vec<String> =
+        attributes.map(|kv| format!("{}=\"{}\"", sanitize(kv.key.as_str()), escape(&kv.value.to_string()))).collect();
     if let Some(le) = le {
         parts.push(format!("le=\"{le}\""));
     }
@@ -157,17 +156,22 @@ mod tests {
         counter.add(1, &[KeyValue::new("bdk.admission", "started")]);
         let running = meter.i64_up_down_counter("bdk.turns.running").build();
         running.add(1, &[]);
-        let histogram =
-            meter.f64_histogram("bdk.tool.duration").with_unit("s").with_boundaries(vec![0.1, 1.0]).build();
+        let histogram = meter.f64_histogram("bdk.tool.duration").with_unit("s").with_boundaries(vec![0.1, 1.0]).build();
         histogram.record(0.05, &[KeyValue::new("gen_ai.tool.name", "a\"b")]);
         histogram.record(0.5, &[KeyValue::new("gen_ai.tool.name", "a\"b")]);
         let text = Prometheus::new(reader).render().unwrap();
         assert!(text.contains("# TYPE bdk_admissions_total counter\n"), "{text}");
         assert!(text.contains("bdk_admissions_total{bdk_admission=\"started\"} 3\n"), "{text}");
         assert!(text.contains("# TYPE bdk_turns_running gauge\nbdk_turns_running 1\n"), "{text}");
-        assert!(text.contains("bdk_tool_duration_seconds_bucket{gen_ai_tool_name=\"a\\\"b\",le=\"0.1\"} 1\n"), "{text}");
+        assert!(
+            text.contains("bdk_tool_duration_seconds_bucket{gen_ai_tool_name=\"a\\\"b\",le=\"0.1\"} 1\n"),
+            "{text}"
+        );
         assert!(text.contains("bdk_tool_duration_seconds_bucket{gen_ai_tool_name=\"a\\\"b\",le=\"1\"} 2\n"), "{text}");
-        assert!(text.contains("bdk_tool_duration_seconds_bucket{gen_ai_tool_name=\"a\\\"b\",le=\"+Inf\"} 2\n"), "{text}");
+        assert!(
+            text.contains("bdk_tool_duration_seconds_bucket{gen_ai_tool_name=\"a\\\"b\",le=\"+Inf\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("bdk_tool_duration_seconds_count{gen_ai_tool_name=\"a\\\"b\"} 2\n"), "{text}");
     }
 }
