@@ -22,6 +22,7 @@ pub mod openapi;
 mod routes;
 mod server;
 pub mod state;
+pub mod telemetry;
 mod timed;
 pub mod web;
 

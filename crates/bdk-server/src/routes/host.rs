@@ -24,7 +24,8 @@ pub fn routes(state: AppState) -> Router {
 }
 
 async fn host_health(State(state): State<AppState>) -> OkJson<Health> {
-    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new() })
+    let operator = crate::routes::health::operator(&state, None, false).await;
+    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new(), operator })
 }
 
 #[derive(Debug, Serialize)]
