@@ -57,16 +57,19 @@ pub(crate) async fn http_span(State(telemetry): State<Telemetry>, request: Reque
     response
 }
 
-/// `GET /metrics`, when `--metrics` is set and a renderer was installed.
+/// `GET /metrics`, when `--metrics` is set.
 pub(crate) fn metrics_routes(state: &AppState) -> Router {
-    match (&state.prometheus, state.options.metrics) {
-        (Some(_), true) => Router::new().route("/metrics", get(metrics)).with_state(state.clone()),
-        _ => Router::new(),
+    if !state.options.metrics {
+        return Router::new();
     }
+    Router::new().route("/metrics", get(metrics)).with_state(state.clone())
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let Some(prometheus) = &state.prometheus else { return StatusCode::NOT_FOUND.into_response() };
+    let Some(prometheus) = &state.prometheus else {
+        let message = "no metrics reader is installed (the host was built without `AppState::with_telemetry`)\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, message).into_response();
+    };
     match prometheus.render() {
         Ok(text) => ([(header::CONTENT_TYPE, bdk_telemetry::prometheus::CONTENT_TYPE)], text).into_response(),
         Err(error) => {

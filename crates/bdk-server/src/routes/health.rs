@@ -118,7 +118,7 @@ pub(crate) async fn operator(app: &AppState, agent: Option<&Agent>, check_model:
             traces: telemetry.traces(),
             metrics: telemetry.metrics().is_some(),
             export: telemetry.summary().map(str::to_owned),
-            prometheus: app.options.metrics && app.prometheus.is_some(),
+            prometheus: app.options.metrics,
         },
         schedules,
         model,
