@@ -221,3 +221,41 @@ impl Span {
         self.0.as_ref().and_then(crate::traceparent::format)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled() -> Telemetry {
+        Telemetry::new(None, Some(opentelemetry::global::meter("test")), "test")
+    }
+
+    #[test]
+    fn a_disabled_handle_records_nothing_and_never_calls_the_closures() {
+        let telemetry = Telemetry::disabled();
+        assert!(!telemetry.is_enabled() && !telemetry.traces() && telemetry.metrics().is_none());
+        let span = telemetry.span("x", opentelemetry::trace::SpanKind::Internal, None, || panic!("built attributes"));
+        assert!(!span.is_recording());
+        span.set(|| panic!("built attributes"));
+        span.fail_with(|| panic!("built a message"));
+        assert_eq!(telemetry.current().is_none(), true);
+        assert_eq!(telemetry.tag_session("s", "tier", "gold"), Ok(false));
+        assert!(telemetry.session_tags("s").is_empty());
+    }
+
+    #[test]
+    fn session_tags_replace_by_key_are_bounded_and_forgotten() {
+        let telemetry = enabled();
+        assert_eq!(telemetry.tag_session("s1", "tier", "silver"), Ok(true));
+        assert_eq!(telemetry.tag_session("s1", "tier", "gold"), Ok(true));
+        assert_eq!(telemetry.session_tags("s1"), vec![KeyValue::new("tier", "gold")]);
+        assert!(telemetry.tag_session("s1", "bdk.session", "x").is_err());
+        assert!(telemetry.tag_session("s1", "big", &"v".repeat(257)).is_err());
+        for i in 1..MAX_TAGS {
+            telemetry.tag_session("s1", &format!("k{i}"), "v").unwrap();
+        }
+        assert!(telemetry.tag_session("s1", "one.more", "v").is_err());
+        telemetry.forget_session("s1");
+        assert!(telemetry.session_tags("s1").is_empty());
+    }
+}

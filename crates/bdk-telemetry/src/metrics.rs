@@ -205,3 +205,45 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics() -> Metrics {
+        // The API's no-op meter: recording is accepted and dropped.
+        Metrics::new(opentelemetry::global::meter("test"))
+    }
+
+    #[test]
+    fn host_names_are_checked() {
+        assert!(check_name("orders.checked").is_ok());
+        assert!(check_name("a-b_c.9").is_ok());
+        for bad in ["", "9lives", "has space", "bdk.turns", "gen_ai.tokens", &"x".repeat(64), "é"] {
+            assert!(check_name(bad).is_err(), "{bad:?} passed");
+        }
+    }
+
+    #[test]
+    fn a_host_metric_keeps_its_kind_and_counters_only_go_up() {
+        let metrics = metrics();
+        metrics.host(HostKind::Counter, "orders", 1.0, &[]).unwrap();
+        metrics.host(HostKind::Counter, "orders", 2.0, &[KeyValue::new("region", "eu")]).unwrap();
+        let error = metrics.host(HostKind::Gauge, "orders", 1.0, &[]).unwrap_err();
+        assert!(error.contains("already a counter"), "{error}");
+        assert!(metrics.host(HostKind::Counter, "orders", -1.0, &[]).is_err());
+        assert!(metrics.host(HostKind::Histogram, "latency", f64::NAN, &[]).is_err());
+        metrics.host(HostKind::Gauge, "queue.depth", -3.0, &[]).unwrap();
+    }
+
+    #[test]
+    fn host_metrics_are_bounded() {
+        let metrics = metrics();
+        for i in 0..MAX_HOST_METRICS {
+            metrics.host(HostKind::Counter, &format!("m{i}"), 1.0, &[]).unwrap();
+        }
+        assert!(metrics.host(HostKind::Counter, "one.more", 1.0, &[]).is_err());
+        // An existing one still records.
+        metrics.host(HostKind::Counter, "m0", 1.0, &[]).unwrap();
+    }
+}
