@@ -238,7 +238,7 @@ mod tests {
         assert!(!span.is_recording());
         span.set(|| panic!("built attributes"));
         span.fail_with(|| panic!("built a message"));
-        assert_eq!(telemetry.current().is_none(), true);
+        assert!(telemetry.current().is_none());
         assert_eq!(telemetry.tag_session("s", "tier", "gold"), Ok(false));
         assert!(telemetry.session_tags("s").is_empty());
     }
