@@ -243,6 +243,10 @@ pub struct ServeArgs {
     /// Never fire schedules on their cron cadence (dispatch by hand still works under --dev).
     #[arg(long)]
     pub no_schedules: bool,
+    /// Serve Prometheus text metrics at `GET /metrics` (no auth; off by default). Spans and
+    /// OTLP metrics are configured by the standard OTEL_* variables instead (docs/telemetry.md).
+    #[arg(long)]
+    pub metrics: bool,
     /// Run no schedule or reminder clocks; serve `POST /v1/internal/schedules/:id/fire` for an
     /// external scheduler instead (requests must carry the timed-work marker header).
     #[arg(long)]

@@ -47,10 +47,13 @@ pub(crate) enum Command {
     Start {
         request: StartSession,
         reply: oneshot::Sender<Result<SessionStarted>>,
+        /// The caller's trace context (telemetry on): the parent of the turn's span.
+        trace: Option<bdk_telemetry::Context>,
     },
     FollowUp {
         request: FollowUp,
         reply: oneshot::Sender<Result<FollowUpAccepted>>,
+        trace: Option<bdk_telemetry::Context>,
     },
     Stop {
         principal: Principal,
@@ -105,6 +108,8 @@ pub(crate) struct Actor {
     conversation: Option<Conversation>,
     /// Mirrors `running.is_some()` for `Engine::is_busy`.
     busy: Arc<AtomicBool>,
+    /// The trace context of the request that starts the next turn (telemetry on).
+    trace: Option<bdk_telemetry::Context>,
 }
 
 impl Actor {
@@ -121,11 +126,13 @@ impl Actor {
             workspace_ready: Arc::default(),
             conversation: None,
             busy,
+            trace: None,
         }
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let idle_timeout = self.core.defs().config.idle_timeout;
+        crate::telemetry::actors(&self.core.telemetry, 1);
         loop {
             let idle = self.running.is_none();
             tokio::select! {
@@ -151,16 +158,20 @@ impl Actor {
             }
         }
         self.core.stores.events.release(&self.id);
+        crate::telemetry::actors(&self.core.telemetry, -1);
+        self.core.telemetry.forget_session(self.id.as_str());
     }
 
     /// Handles one command. Returns `false` when the session does not exist (the actor should
     /// answer what is queued and exit).
     async fn handle(&mut self, command: Command) -> bool {
         match command {
-            Command::Start { request, reply } => {
+            Command::Start { request, reply, trace } => {
+                self.trace = trace;
                 let _ = reply.send(self.start(request).await);
             }
-            Command::FollowUp { request, reply } => {
+            Command::FollowUp { request, reply, trace } => {
+                self.trace = trace;
                 let result = self.follow_up(request).await;
                 let missing = matches!(result, Err(EngineError::SessionNotFound(_)));
                 let _ = reply.send(result);
@@ -222,6 +233,7 @@ impl Actor {
         events.push(NewEvent::new(EventData::MessageReceived(received)));
         self.append(events).await?;
         let turn_id = self.start_turn(request.workspace_files, None);
+        crate::telemetry::admission(&self.core.telemetry, crate::telemetry::Admission::Started);
         Ok(SessionStarted {
             session_id: self.id.clone(),
             continuation_token: record.continuation_token.unwrap_or_default(),
@@ -240,6 +252,12 @@ impl Actor {
             return Err(EngineError::Draining);
         }
         let coalesce = self.running.is_some() && request.admission == Admission::Coalesce;
+        let kind = match (coalesce, self.running.is_some()) {
+            (true, _) => crate::telemetry::Admission::Coalesced,
+            (false, true) => crate::telemetry::Admission::Preempted,
+            (false, false) => crate::telemetry::Admission::FollowedUp,
+        };
+        crate::telemetry::admission(&self.core.telemetry, kind);
         // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
         // and both are written together.
         let mut events =
@@ -345,6 +363,7 @@ impl Actor {
             workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
             persona: None,
             resume,
+            trace: self.trace.take(),
         };
         let handle = tokio::spawn(turn::run(context));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });

@@ -175,7 +175,16 @@ impl Engine {
         crate::ab::report(&self.inner, scope).await
     }
 
-    /// Each hook's delivered, dropped and restart counts (empty without hooks).
+    /// The agent's model provider (kind, model, base URL): what `/v1/health?check=model` probes.
+    pub fn model_info(&self) -> bdk_model::ProviderInfo {
+        self.inner.defs().provider.info()
+    }
+
+    /// The telemetry handle the engine records on.
+    pub fn telemetry(&self) -> &bdk_telemetry::Telemetry {
+        &self.inner.telemetry
+    }
+
     pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
         self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()
     }

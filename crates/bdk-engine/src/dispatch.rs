@@ -96,6 +96,8 @@ pub(crate) struct DispatchContext<'a> {
     pub core: &'a Arc<crate::engine::Core>,
     /// A subagent's child turn: `task` is refused.
     pub nested: bool,
+    /// The turn span's context (telemetry on): the parent of each call's span.
+    pub trace: Option<&'a bdk_telemetry::Context>,
 }
 
 /// The session's settings every tool call carries.
@@ -209,9 +211,20 @@ pub(crate) async fn run_calls(
                     Ok(record) => {
                         emit.push(delegation.called_event());
                         let run = delegation.run(context.core.clone(), parent, record, context.cancel.child_token());
+                        let telemetry = &context.core.telemetry;
+                        let span = crate::telemetry::subagent_span(
+                            telemetry,
+                            context.trace,
+                            &call.input,
+                            call.call_id.as_str(),
+                        );
                         flight.set.spawn(async move {
                             let started = Instant::now();
-                            let (outcome, spent) = run.await;
+                            let (outcome, spent) = span.run(run).await;
+                            if outcome.is_error {
+                                span.fail_with(|| result_text(&outcome.result));
+                            }
+                            span.end();
                             Landed::Delegated {
                                 index,
                                 outcome,
@@ -466,11 +479,27 @@ fn start_call(set: &mut JoinSet<Landed>, context: &DispatchContext<'_>, index: u
         purpose: context.settings.purpose.clone(),
     };
     lease.apply(&mut invocation);
-    let future = context.tools.call(invocation, context.cancel.child_token());
+    let telemetry = context.core.telemetry.clone();
+    let span = crate::telemetry::tool_span(
+        &telemetry,
+        context.trace,
+        &call.name,
+        call.call_id.as_str(),
+        context.session,
+        context.turn,
+    );
+    // Current while the call is set up, and on every poll after: a command tool's
+    // `TRACEPARENT` and an MCP request's `traceparent` name this span.
+    let future = {
+        let _current = span.enter();
+        context.tools.call(invocation, context.cancel.child_token())
+    };
+    let name = call.name.clone();
     set.spawn(async move {
         let _lease = lease;
         let started = Instant::now();
-        let outcome = future.await;
+        let outcome = span.run(future).await;
+        crate::telemetry::tool_ended(&telemetry, &span, &name, started, &outcome);
         Landed::Ran { index, outcome, duration_ms: started.elapsed().as_millis() as u64 }
     });
 }

@@ -69,6 +69,8 @@ pub(crate) struct Core {
     /// The agent's reminders for host services, once they exist (`reminders::Reminders::new`
     /// attaches them; the link is weak).
     pub reminders: Mutex<Option<Arc<dyn bdk_tools::ReminderAccess>>>,
+    /// Spans and metrics (`telemetry.rs`).
+    pub telemetry: bdk_telemetry::Telemetry,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -88,7 +90,11 @@ impl Core {
         options: EngineOptions,
     ) -> Arc<Self> {
         let stores = crate::local_cwd::wrap(stores, options.capabilities.workspace_parent.as_deref());
-        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
+        let stores = bdk_store::Stores {
+            events: crate::telemetry::timed_log(stores.events.clone(), &options.telemetry),
+            ..stores
+        };
+        let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities, &options.telemetry);
         let defs = Defs::new(Definitions {
             config: config.clone(),
             provider,
@@ -113,6 +119,7 @@ impl Core {
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
             reminders: Mutex::new(None),
+            telemetry: options.telemetry,
             actors: Mutex::new(HashMap::new()),
         })
     }
@@ -235,13 +242,19 @@ impl Core {
         record.status = Some(SessionStatus::Running);
         self.stores.sessions.create(record.clone()).await?;
         self.direct_tokens.note(&token, &id);
-        self.call(&id, Some(record), |reply| Command::Start { request, reply }).await
+        let trace = self.telemetry.current();
+        self.call(&id, Some(record), |reply| Command::Start { request, reply, trace }).await
     }
 
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
         check_message(&request.message)?;
         check_files(&request.workspace_files)?;
-        self.call(id, None, |reply| Command::FollowUp { request, reply }).await
+        let trace = self.telemetry.current();
+        let result = self.call(id, None, |reply| Command::FollowUp { request, reply, trace }).await;
+        if matches!(result, Err(EngineError::StaleToken(_) | EngineError::SessionBusy(_))) {
+            crate::telemetry::admission(&self.telemetry, crate::telemetry::Admission::Conflict);
+        }
+        result
     }
 
     pub async fn stop(self: &Arc<Self>, id: &SessionId, principal: &Principal) -> Result<()> {

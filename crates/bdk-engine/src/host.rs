@@ -21,7 +21,7 @@ use bdk_protocol::CallId;
 use bdk_store::DataScope;
 use bdk_tools::host::{CallOutcome, FileEntry, HostErrorKind, HostIdentity, HostResult, SendOutcome, SendRequest};
 use bdk_tools::{BoxFuture, HostAccess, HostError, HostServices, Scope, ToolInvocation};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::direct::DirectCall;
 use crate::engine::Core;
@@ -239,6 +239,24 @@ impl HostServices for EngineHost {
 
     fn mcp(&self) -> Option<Arc<dyn bdk_tools::McpAccess>> {
         self.core().ok()?.defs().tools.mcp()
+    }
+
+    fn otel_metric(&self, request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async move {
+            let core = self.core()?;
+            crate::telemetry::host_metric(&core.telemetry, &request).map(|recorded| json!({ "recorded": recorded }))
+        })
+    }
+
+    fn otel_tag(&self, request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async move {
+            let core = self.core()?;
+            let Some(session) = &self.scope.session_id else {
+                return Err(HostError::invalid("no_session", "this call has no session to tag"));
+            };
+            crate::telemetry::host_tag(&core.telemetry, session, &request)
+                .map(|recorded| json!({ "recorded": recorded }))
+        })
     }
 
     fn kv_get(&self, scope: Scope, key: String) -> BoxFuture<'_, HostResult<Option<Value>>> {

@@ -42,6 +42,7 @@ mod skills;
 mod status;
 mod stream;
 mod subagents;
+mod telemetry;
 mod timed_command;
 pub use timed_command::TimedCommand as HostCommand;
 mod timed_error;

@@ -34,6 +34,8 @@ pub(crate) struct StepOutput {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub finish: Option<FinishReason>,
+    /// When the model's first event arrived (time to first token).
+    pub first_output: Option<std::time::Instant>,
 }
 
 /// How a step's stream ended.
@@ -144,6 +146,25 @@ impl Assembler {
         }
     }
 
+    /// Takes one model event into the output.
+    fn on_event(&mut self, emit: &mut Emitter, event: ModelEvent, cap: OutputCap) {
+        match event {
+            ModelEvent::TextDelta { text } => self.add(emit, Kind::Text, &text, cap.bytes),
+            ModelEvent::ReasoningDelta { text } => self.add(emit, Kind::Reasoning, &text, cap.bytes),
+            ModelEvent::ReasoningSignature { signature } => {
+                self.out.reasoning.get_or_insert_with(Reasoning::default).signature = Some(signature);
+            }
+            ModelEvent::ToolCall { call } => {
+                self.stage_delta(emit);
+                self.kind = None;
+                self.bytes += call.arguments.len() + call.name.len();
+                self.out.tool_calls.push(call);
+            }
+            ModelEvent::Usage { usage } => self.out.usage = usage,
+            ModelEvent::Finish { reason } => self.out.finish = Some(reason),
+        }
+    }
+
     fn deadline(&self) -> Option<Instant> {
         self.since.map(|since| since + FLUSH_AFTER)
     }
@@ -189,21 +210,11 @@ pub(crate) async fn assemble(
             }
             item = stream.next() => match item {
                 None => break StepEnd::Finished,
-                Some(Ok(event)) => match event {
-                    ModelEvent::TextDelta { text } => asm.add(emit, Kind::Text, &text, cap.bytes),
-                    ModelEvent::ReasoningDelta { text } => asm.add(emit, Kind::Reasoning, &text, cap.bytes),
-                    ModelEvent::ReasoningSignature { signature } => {
-                        asm.out.reasoning.get_or_insert_with(Reasoning::default).signature = Some(signature);
-                    }
-                    ModelEvent::ToolCall { call } => {
-                        asm.stage_delta(emit);
-                        asm.kind = None;
-                        asm.bytes += call.arguments.len() + call.name.len();
-                        asm.out.tool_calls.push(call);
-                    }
-                    ModelEvent::Usage { usage } => asm.out.usage = usage,
-                    ModelEvent::Finish { reason } => asm.out.finish = Some(reason),
-                },
+                Some(Ok(event)) if asm.out.first_output.is_none() => {
+                    asm.out.first_output = Some(std::time::Instant::now());
+                    asm.on_event(emit, event, cap);
+                }
+                Some(Ok(event)) => asm.on_event(emit, event, cap),
                 Some(Err(ModelError::Cancelled)) => break StepEnd::Cancelled,
                 Some(Err(error)) => break StepEnd::Failed(error),
             },

@@ -234,6 +234,8 @@ async fn run_child(
         workspace: WorkspacePrep { files: Vec::new(), ready: Arc::new(AtomicBool::new(true)) },
         persona: Some(Arc::new(persona)),
         resume: None,
+        // The `invoke_agent` span of the parent's call is current here.
+        trace: core.telemetry.current(),
     };
     let outcome = turn::run_boxed(context).await;
     let spent = spent_of(&outcome.closing);

@@ -35,6 +35,9 @@ use crate::resume::Resumed;
 use crate::stream::{self, StepEnd};
 use crate::subagents::Spent;
 use crate::workspace::{self, WorkspacePrep};
+use bdk_telemetry::Span;
+
+use crate::telemetry;
 use crate::{ab, skills, subagents};
 
 /// The reason recorded when a turn is stopped or preempted.
@@ -63,6 +66,9 @@ pub(crate) struct TurnContext {
     /// A turn restored after a restart, waiting in its tool calls (`resume.rs`); `None`: a new
     /// turn.
     pub resume: Option<Box<Resumed>>,
+    /// The trace context the turn's span goes under (telemetry on): the request that started
+    /// it, or the subagent call that runs it.
+    pub trace: Option<bdk_telemetry::Context>,
 }
 
 /// A subagent running a child turn (`subagents.rs`): its prompt, model and step budget, and the
@@ -137,10 +143,22 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         None => (context.defs.model.clone(), context.defs.price),
     };
     let started = Instant::now();
-    let driven = drive(&context, resume, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced).await;
+    let span = telemetry::turn_span(
+        &core.telemetry,
+        context.trace.as_ref(),
+        &core.slug,
+        &context.session,
+        &context.turn,
+    );
+    let driven =
+        span.run(drive(&context, resume, &span, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced)).await;
     let (model, price) = priced;
     let stop = match driven {
         Ok(result) => {
+            if core.telemetry.is_enabled() {
+                let tags = core.telemetry.session_tags(context.session.as_str());
+                telemetry::turn_ended(&core.telemetry, &span, started, &model, &usage, "completed", None, tags);
+            }
             emit.push(EventData::TurnCompleted(TurnCompleted {
                 usage: with_children(&usage, &children),
                 estimated_cost_usd: Some(cost::round_usd(cost::estimate(price.as_ref(), &usage) + children.cost_usd)),
@@ -178,6 +196,15 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
             .as_ref()
             .map(|u| cost::round_usd(cost::estimate(price.as_ref(), u) + children.cost_usd)),
     }));
+    if core.telemetry.is_enabled() {
+        let tags = core.telemetry.session_tags(context.session.as_str());
+        let outcome = match status {
+            TurnFailStatus::Cancelled => "cancelled",
+            TurnFailStatus::Failed => "failed",
+        };
+        let error = Some((code.as_str(), message.as_str()));
+        telemetry::turn_ended(&core.telemetry, &span, started, &model, &usage, outcome, error, tags);
+    }
     let end = match status {
         TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
         TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
@@ -192,9 +219,11 @@ pub(crate) fn run_boxed(context: TurnContext) -> bdk_store::BoxFuture<'static, T
 }
 
 /// The loop itself. Returns the final text when the turn completes.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     context: &TurnContext,
     mut resume: Option<Box<Resumed>>,
+    span: &Span,
     conversation: &mut Conversation,
     emit: &mut Emitter,
     usage: &mut ModelUsage,
@@ -220,6 +249,7 @@ async fn drive(
                 permit = queued.wait() => permit,
             },
             Err(queued) => {
+                telemetry::admission(&core.telemetry, telemetry::Admission::Queued);
                 emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
                 tokio::select! {
                     biased;
@@ -286,6 +316,7 @@ async fn drive(
             approvals: &core.approvals,
             core,
             nested: false,
+            trace: span.context(),
         };
         let (_, halt) = dispatch::resume_calls(dispatch, emit, &calls, prior).await?;
         drop(guard);
@@ -299,6 +330,9 @@ async fn drive(
         messages = conversation.messages();
         first = step + 1;
     }
+    let traced = &core.telemetry;
+    // `gen_ai.system`, read only when something is recorded (`info` allocates).
+    let gen_ai_system = if traced.is_enabled() { provider.info().provider } else { String::new() };
     // Answers the result gate rejected so far.
     let mut revisions = 0u32;
     // Long conversations (`compaction.rs`): a child turn has no earlier items to compact.
@@ -344,9 +378,34 @@ async fn drive(
             // Sizing a request serializes it: only when a window is known to measure against.
             let sized = compactor.on && compactor.window.is_some();
             let (estimated, bytes) = if sized { compactor.budget.estimate(&request) } else { (0, 0) };
-            let model_stream = provider.stream(std::mem::take(&mut request), cancel.child_token());
+            let model_started = Instant::now();
+            let model_span = telemetry::model_span(traced, span, &gen_ai_system, model);
+            // Current while the request is built, so its `traceparent` names the model call.
+            let model_stream = {
+                let _current = model_span.enter();
+                provider.stream(std::mem::take(&mut request), cancel.child_token())
+            };
             let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
-            let (output, end) = stream::assemble(emit, model_stream, cancel, cap).await?;
+            let (output, end) = model_span.run(stream::assemble(emit, model_stream, cancel, cap)).await?;
+            if traced.is_enabled() {
+                let error = match &end {
+                    StepEnd::Finished => None,
+                    StepEnd::Cancelled => Some((FailureCode::Cancelled.as_str(), INTERRUPTED.to_owned())),
+                    StepEnd::Failed(error) => Some((failure::model(error).as_str(), error.to_string())),
+                    StepEnd::TooLarge(message) => Some((FailureCode::OutputTooLarge.as_str(), message.clone())),
+                };
+                let call = telemetry::ModelCall {
+                    system: &gen_ai_system,
+                    model,
+                    started: model_started,
+                    first_output: output.first_output,
+                    usage: &output.usage,
+                    finish: output.finish.as_ref(),
+                    cost_usd: cost::estimate(priced.1.as_ref(), &output.usage),
+                    error,
+                };
+                telemetry::model_ended(traced, &model_span, call);
+            }
             usage.add(&output.usage);
             match end {
                 StepEnd::Cancelled => return Err(Stop::Cancelled),
@@ -446,6 +505,7 @@ async fn drive(
             approvals: &core.approvals,
             core,
             nested: persona.is_some(),
+            trace: span.context(),
         };
         let (finished, halt) = dispatch::run_calls(dispatch, emit, &calls).await?;
         if halt == Halt::Suspended {

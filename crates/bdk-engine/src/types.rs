@@ -178,6 +178,8 @@ pub struct EngineOptions {
     /// Where artifacts are kept (`tag_artifact`, host code, `/v1/artifacts`). `None`: tagging
     /// fails with a clear error and listings are empty.
     pub artifacts: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// Spans and metrics (`docs/telemetry.md`). Default: disabled, costing nothing.
+    pub telemetry: bdk_telemetry::Telemetry,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

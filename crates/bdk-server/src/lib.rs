@@ -23,6 +23,7 @@ pub mod reload;
 mod routes;
 mod server;
 pub mod state;
+pub mod telemetry;
 mod timed;
 pub mod web;
 

@@ -50,6 +50,9 @@ pub struct ServeOptions {
     pub connections: crate::listen::ConnectionLimits,
     /// Where channels read their secrets and tokens (the process environment by default).
     pub channel_env: crate::channels::ChannelEnv,
+    /// `--metrics`: serve the Prometheus text endpoint `GET /metrics` (needs a renderer, see
+    /// [`AppState::with_telemetry`]).
+    pub metrics: bool,
 }
 
 impl Default for ServeOptions {
@@ -65,6 +68,7 @@ impl Default for ServeOptions {
             control_plane: true,
             connections: crate::listen::ConnectionLimits::default(),
             channel_env: crate::channels::ChannelEnv::default(),
+            metrics: false,
         }
     }
 }
@@ -154,6 +158,12 @@ pub struct AppState {
     pub evals: Arc<HashMap<String, Arc<EvalService>>>,
     /// The hot-reload status `GET /v1/health` shows (`serve --dev`); `None`: no reloading.
     pub reload: Option<crate::reload::ReloadStatus>,
+    /// Request spans and metrics (`telemetry.rs`); disabled by default.
+    pub telemetry: bdk_telemetry::Telemetry,
+    /// The `/metrics` renderer, when `--metrics` asked for one.
+    pub prometheus: Option<bdk_telemetry::prometheus::Prometheus>,
+    /// When the host started, for `uptimeSeconds` in `/v1/health`.
+    pub started: std::time::Instant,
 }
 
 impl AppState {
@@ -166,7 +176,22 @@ impl AppState {
             host_tokens: HostTokens::new(),
             evals: Arc::new(HashMap::new()),
             reload: None,
+            telemetry: bdk_telemetry::Telemetry::disabled(),
+            prometheus: None,
+            started: std::time::Instant::now(),
         }
+    }
+
+    /// The host with request spans and metrics on `telemetry`, and `/metrics` rendered by
+    /// `prometheus` when `options.metrics` is set.
+    pub fn with_telemetry(
+        mut self,
+        telemetry: bdk_telemetry::Telemetry,
+        prometheus: Option<bdk_telemetry::prometheus::Prometheus>,
+    ) -> Self {
+        self.telemetry = telemetry;
+        self.prometheus = prometheus;
+        self
     }
 
     /// Serves `/v1/dev/evals...` for the agents in `evals` (by slug).

@@ -172,6 +172,10 @@ impl CallContext {
         set_or_remove(command, env::EXTENSION, extension.map(|e| e.namespace.as_str()));
         let config = extension.map(|e| e.resolved_config().to_string());
         set_or_remove(command, env::EXTENSION_CONFIG, config.as_deref());
+        // The tool call's span, when telemetry is on (the engine makes it current): the
+        // command's own spans join the trace. Never an inherited one.
+        let traceparent = bdk_telemetry::traceparent::current();
+        set_or_remove(command, bdk_telemetry::traceparent::ENV, traceparent.as_deref());
     }
 }
 

@@ -200,6 +200,19 @@ pub trait HostServices: Send + Sync + fmt::Debug {
         None
     }
 
+    /// Records a metric of host code (`host.otel`): `{name, kind: "counter" | "histogram" |
+    /// "gauge", value, attributes?: {k: string}}`. Answers `{recorded}`: `false` when the host
+    /// exports no telemetry (the call still succeeds, so tools need not check).
+    fn otel_metric(&self, _request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Ok(serde_json::json!({ "recorded": false })) })
+    }
+
+    /// Tags the calling session (`host.otel`): `{key, value}`. The session's later turn spans
+    /// carry the tag. Answers `{recorded}` as [`HostServices::otel_metric`] does.
+    fn otel_tag(&self, _request: Value) -> BoxFuture<'_, HostResult<Value>> {
+        Box::pin(async { Ok(serde_json::json!({ "recorded": false })) })
+    }
+
     /// Arms a reminder on the calling session's conversation (`host.reminders.create`): exactly
     /// one of `delay`, `every`, `cron`, `at`, and a `prompt` (with `until`) or a named `handler`
     /// (with `args`), as `POST /v1/host/reminders/create` takes. Answers the stored record.

@@ -71,6 +71,7 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
         docs: !args.no_docs,
         schedules: !args.no_schedules,
         control_plane: !args.no_control_plane,
+        metrics: args.metrics,
         ..ServeOptions::default()
     };
     options.body_limit = args.body_limit;
@@ -87,8 +88,27 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
 
     let logs = LogBuffer::default();
     init_logging(&logs, args.log_format);
+    // OTEL_* variables: opt-in export. A single agent names the service by default.
+    let default_service = match projects.as_slice() {
+        [one] => one.slug.clone(),
+        _ => bdk_telemetry::config::DEFAULT_SERVICE_NAME.to_owned(),
+    };
+    let otel = bdk_telemetry::OtelConfig::from_env(&default_service)
+        .map_err(|e| anyhow::anyhow!("telemetry: {e} (see docs/telemetry.md)"))?;
+    for warning in otel.iter().flat_map(|c| c.warnings.iter()) {
+        tracing::warn!("telemetry: {warning}");
+    }
+    // The exporters run on threads of their own (never on the runtime); they are shut down
+    // after the drain, so the last spans and metrics go out.
+    let installed =
+        bdk_telemetry::export::install(otel.as_ref(), args.metrics, env!("CARGO_PKG_VERSION")).context("telemetry")?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(serve(args, embed, projects, options, logs))?;
+    if let Some(summary) = installed.telemetry.summary() {
+        tracing::info!("telemetry: {summary}");
+    }
+    let served = runtime.block_on(serve(args, embed, projects, options, logs, &installed));
+    installed.shutdown();
+    served?;
     // Everything is logged synchronously to stderr; make sure it and stdout are out.
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -101,6 +121,7 @@ async fn serve(
     projects: Vec<bdk_project::Project>,
     options: ServeOptions,
     logs: LogBuffer,
+    installed: &bdk_telemetry::export::Installed,
 ) -> anyhow::Result<()> {
     let mut agents = Vec::with_capacity(projects.len());
     // Tool calls reach the host services with tokens from this table (`BDK_HOST_TOKEN`).
@@ -130,6 +151,7 @@ async fn serve(
             max_tool_calls_per_step: Some(args.max_tool_calls_per_step),
             max_output_bytes: Some(args.max_output_bytes),
             max_output_tokens: args.max_output_tokens,
+            telemetry: installed.telemetry.clone(),
             ..EngineOptions::default()
         };
         // One slot per agent: its `reminders_*` tools reach the reminders mounted below.
@@ -158,7 +180,10 @@ async fn serve(
 
     let listener = bind(&args.host, args.port).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let mut state = AppState::new(agents, options, logs).with_host_tokens(host_tokens).with_evals(evals);
+    let mut state = AppState::new(agents, options, logs)
+        .with_host_tokens(host_tokens)
+        .with_evals(evals)
+        .with_telemetry(installed.telemetry.clone(), installed.prometheus.clone());
     if args.dev {
         // Watch the served folders and swap definitions for new turns on a change.
         let reloader = Reloader::new(state, embed.extender(), remounts.clone());

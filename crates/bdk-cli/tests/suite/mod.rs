@@ -11,6 +11,7 @@ mod init;
 mod mcp;
 mod native;
 mod openapi_fuzz;
+mod otel;
 mod playground;
 mod replicas;
 mod run;

@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub agent: String,
     pub state_root: Option<PathBuf>,
     pub sessions: Arc<dyn SessionStore>,
+    /// Delivery spans and the `bdk.hook.dropped` counter.
+    pub telemetry: bdk_telemetry::Telemetry,
 }
 
 #[derive(Debug)]
@@ -166,6 +168,7 @@ impl HookHub {
             self.start(hook);
             if hook.tx.try_send(event.clone()).is_err() {
                 let dropped = hook.counters.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                crate::telemetry::hook_dropped(&self.shared.telemetry, &hook.spec.name, 1);
                 if dropped.is_power_of_two() {
                     tracing::warn!(hook = %hook.spec.name, dropped, "hook queue full: events dropped");
                 }
@@ -187,6 +190,7 @@ pub(crate) fn tap(
     stores: bdk_store::Stores,
     agent: &str,
     capabilities: &crate::capabilities::Capabilities,
+    telemetry: &bdk_telemetry::Telemetry,
 ) -> (bdk_store::Stores, Option<Arc<HookHub>>) {
     if capabilities.hooks.is_empty() {
         return (stores, None);
@@ -195,6 +199,7 @@ pub(crate) fn tap(
         agent: agent.to_owned(),
         state_root: capabilities.state_root.clone(),
         sessions: stores.sessions.clone(),
+        telemetry: telemetry.clone(),
     };
     let hub = HookHub::new(capabilities.hooks.clone(), shared);
     let events: Arc<dyn EventLog> = Arc::new(TappedLog { inner: stores.events.clone(), hub: hub.clone() });
@@ -281,7 +286,8 @@ mod tests {
         let flood = "import sys\nfor line in sys.stdin:\n    sys.stdout.write('x' * 20000)\n    sys.stdout.flush()\n";
         let stuck = "import time\ntime.sleep(60)\n";
         let specs = vec![command_hook("flood", flood, temp.path()), command_hook("stuck", stuck, temp.path())];
-        let shared = Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store) };
+        let shared =
+            Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store), telemetry: Default::default() };
         let hub = HookHub::with_queue(specs, shared, 8);
         let session = SessionId::generate();
         const EVENTS: u64 = 2000;
@@ -325,7 +331,8 @@ mod tests {
             cwd: temp.path().to_path_buf(),
             env: Vec::new(),
         };
-        let shared = Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store) };
+        let shared =
+            Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store), telemetry: Default::default() };
         let hub = HookHub::new(vec![spec], shared);
         let (a, b) = (SessionId::generate(), SessionId::generate());
         hub.notify(&a, &[event(&a, 0), event(&a, 1)]);

@@ -60,9 +60,14 @@ pub(crate) async fn worker(
             lines.push(line);
         }
         let count = batch.len() as u64;
-        if sink.deliver(&lines).await {
+        let span = crate::telemetry::hook_span(&shared.telemetry, &spec.name, count);
+        if span.run(sink.deliver(&lines)).await {
+            span.end();
             counters.delivered.fetch_add(count, Ordering::Relaxed);
         } else {
+            span.fail("the hook could not deliver the events");
+            span.end();
+            crate::telemetry::hook_dropped(&shared.telemetry, &spec.name, count);
             counters.dropped.fetch_add(count, Ordering::Relaxed);
             tracing::warn!(hook = %spec.name, count, "hook could not deliver events; dropped");
         }

@@ -53,7 +53,14 @@ pub(super) async fn fire(
         return Ok(None);
     }
     tracing::info!(schedule = %schedule.def.id, due = %due, trigger = trigger.as_str(), "schedule firing");
-    resume(inner, schedule, record).await.map(Some)
+    // The firing's span is current while it starts its session: the turn is its child.
+    let span = crate::telemetry::schedule_span(&inner.engine.core().telemetry, &schedule.def.id);
+    let result = span.run(resume(inner, schedule, record)).await;
+    if let Err(error) = &result {
+        span.fail_with(|| error.to_string());
+    }
+    span.end();
+    result.map(Some)
 }
 
 /// Runs (or picks up) the claimed firing `record`.

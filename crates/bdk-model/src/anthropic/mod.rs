@@ -52,6 +52,7 @@ impl ModelProvider for AnthropicProvider {
         if let Some(key) = &self.config.api_key {
             builder = builder.header("x-api-key", key);
         }
+        builder = http::with_traceparent(builder);
         let timeouts = self.config.timeouts;
         let call = async move {
             let started = Instant::now();

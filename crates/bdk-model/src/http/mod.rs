@@ -100,6 +100,22 @@ pub(crate) async fn send(
     Err(errors::from_response(status, &headers, &body))
 }
 
+/// Adds a W3C `traceparent` naming the current span, when there is one: the engine makes the
+/// model call's span current while the request is built (telemetry on). With nothing traced it
+/// is one thread-local read and the request is unchanged.
+pub(crate) fn with_traceparent(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    use opentelemetry::trace::TraceContextExt as _;
+    let value = opentelemetry::Context::map_current(|cx| {
+        let span = cx.span();
+        let span = span.span_context();
+        span.is_valid().then(|| format!("00-{}-{}-{:02x}", span.trace_id(), span.span_id(), span.trace_flags().to_u8()))
+    });
+    match value {
+        Some(value) => request.header("traceparent", value),
+        None => request,
+    }
+}
+
 /// Joins `base_url` and `path` with exactly one slash.
 pub(crate) fn endpoint(base_url: &str, path: &str) -> String {
     format!("{}/{}", base_url.trim_end_matches('/'), path.trim_start_matches('/'))

@@ -59,6 +59,7 @@ impl ModelProvider for OpenAiProvider {
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
+        builder = http::with_traceparent(builder);
         let timeouts = self.config.timeouts;
         let call = async move {
             let started = Instant::now();

@@ -6,6 +6,7 @@
 pub(crate) mod artifacts;
 mod base64;
 pub(crate) mod mcp;
+pub(crate) mod otel;
 pub(crate) mod reminders;
 pub(crate) mod routes;
 mod tokens;

@@ -23,6 +23,7 @@ pub fn catalog() -> Vec<Op> {
             .tag("agents"),
         op("GET", "/v1/health", "Host health").host().multi().object().open().tag("health"),
         op("GET", "/v1/openapi.json", "This OpenAPI document").host().object().open().tag("web"),
+        op("GET", "/metrics", "Prometheus text metrics").host().when(When::Metrics).any().open().tag("health"),
         op("GET", "/docs", "The documentation site: README").host().when(When::Docs).html().open().tag("web"),
         op("GET", "/docs/{*path}", "A documentation page").host().when(When::Docs).html().open().not_found().tag("web"),
         op("GET", "/playground", "The playground (single layout) or a way to it")
@@ -206,6 +207,16 @@ pub fn catalog() -> Vec<Op> {
         op("POST", "/v1/host/artifacts/list", "List the caller's artifacts")
             .auth(Auth::HostToken)
             .body_object(&[])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/otel/metric", "Record a metric of host code")
+            .auth(Auth::HostToken)
+            .body_object(&["name", "value"])
+            .object()
+            .tag("host"),
+        op("POST", "/v1/host/otel/tag", "Tag the calling session's spans")
+            .auth(Auth::HostToken)
+            .body_object(&["key", "value"])
             .object()
             .tag("host"),
         op("POST", "/v1/host/github/comment", "Comment on the calling session's pull request")

@@ -26,6 +26,7 @@ pub fn served(op: &Op, options: &ServeOptions) -> bool {
         When::NoControlPlane => !options.control_plane,
         When::Playground => options.playground,
         When::Docs => options.docs,
+        When::Metrics => options.metrics,
     };
     when && !(op.multi_only && options.mode == Mode::Single)
 }

@@ -24,6 +24,8 @@ pub enum When {
     Playground,
     /// Not `--no-docs`.
     Docs,
+    /// `--metrics`.
+    Metrics,
 }
 
 /// What admits a request.

@@ -25,7 +25,8 @@ pub fn routes(state: AppState) -> Router {
 
 async fn host_health(State(state): State<AppState>) -> OkJson<Health> {
     let reload = state.reload.as_ref().map(|r| r.report());
-    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new(), reload })
+    let operator = crate::routes::health::operator(&state, None, false).await;
+    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new(), reload, operator })
 }
 
 #[derive(Debug, Serialize)]

@@ -53,6 +53,7 @@ pub fn app(state: AppState) -> Router {
     }
     router = router.merge(crate::web::routes(state.clone()));
     router = router.merge(crate::channels::fanout_routes(&state));
+    router = router.merge(crate::telemetry::metrics_routes(&state));
     let limit = state.options.body_limit;
     router
         .fallback(not_found)
@@ -66,6 +67,7 @@ pub fn app(state: AppState) -> Router {
             next.run(request).await
         }))
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.telemetry.clone(), crate::telemetry::http_span))
         .layer(TraceLayer::new_for_http())
         .layer(middleware::from_fn(crate::access_log::log))
 }
@@ -102,7 +104,8 @@ fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     let host = crate::host_services::routes::routes()
         .merge(crate::host_services::reminders::routes())
         .merge(crate::host_services::mcp::routes())
-        .merge(crate::host_services::artifacts::routes());
+        .merge(crate::host_services::artifacts::routes())
+        .merge(crate::host_services::otel::routes());
     let channels = crate::channels::routes(app, &state.agent.project);
     authed.merge(open).merge(host).merge(channels).with_state(state)
 }

@@ -23,7 +23,11 @@ async fn multi_agent_layout_mounts_each_slug_and_host_routes() {
     assert!(page.contains("alpha agent") && page.contains("/beta/playground"), "{page}");
 
     let health: serde_json::Value = get("/v1/health").await.unwrap().json().await.unwrap();
-    assert_eq!(health, json!({"ok": true, "status": "ok", "agents": 2}));
+    assert_eq!((&health["ok"], &health["status"], &health["agents"]), (&json!(true), &json!("ok"), &json!(2)));
+    // The operator fields (docs/http.md): version, uptime, telemetry (off here).
+    assert_eq!(health["version"], json!(env!("CARGO_PKG_VERSION")));
+    assert!(health["uptimeSeconds"].is_u64(), "{health}");
+    assert_eq!(health["telemetry"], json!({"traces": false, "metrics": false, "prometheus": false}));
 
     for slug in ["alpha", "beta"] {
         let meta: serde_json::Value = get(&format!("/{slug}/v1/meta")).await.unwrap().json().await.unwrap();
