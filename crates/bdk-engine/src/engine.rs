@@ -69,6 +69,8 @@ pub(crate) struct Core {
     pub max_output_tokens: Option<u64>,
     /// Where artifacts are kept (`artifacts.rs`).
     pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// Session leases shared with other replicas (`remote.rs`); `None` on one process.
+    pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -90,7 +92,7 @@ impl Core {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
         let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
-        Arc::new(Core {
+        let core = Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
             config,
             stores,
@@ -110,8 +112,13 @@ impl Core {
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
+            leases: options.leases,
             actors: Mutex::new(HashMap::new()),
-        })
+        });
+        if let Some(leases) = &core.leases {
+            crate::remote::start(&core, leases);
+        }
+        core
     }
 
     pub fn is_draining(&self) -> bool {
@@ -220,12 +227,62 @@ impl Core {
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
         check_message(&request.message)?;
         check_files(&request.workspace_files)?;
-        self.call(id, None, |reply| Command::FollowUp { request, reply }).await
+        self.follow_up_at(id, request, 0).await
+    }
+
+    /// A follow-up that already crossed `hops` replicas: this replica's actor admits it, or the
+    /// replica holding the session's lease does.
+    pub(crate) async fn follow_up_at(
+        self: &Arc<Self>,
+        id: &SessionId,
+        request: FollowUp,
+        hops: u8,
+    ) -> Result<FollowUpAccepted> {
+        let forward = self.leases.as_ref().map(|_| request.clone());
+        match self.call(id, None, |reply| Command::FollowUp { request, reply }).await {
+            Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
+                let (Some(leases), Some(request)) = (&self.leases, forward) else {
+                    return Err(EngineError::LeasedElsewhere { session: id.clone(), replica });
+                };
+                match crate::remote::follow_up(leases, &replica, id, request.clone(), hops).await {
+                    // The holder died before taking it: claim the lease here (or find the new holder).
+                    Err(EngineError::Store(error)) if error.is_unavailable() => {
+                        Box::pin(self.follow_up_at(id, request, hops + 1)).await
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
     }
 
     pub async fn stop(self: &Arc<Self>, id: &SessionId, principal: &Principal) -> Result<()> {
-        let principal = principal.clone();
-        self.call(id, None, |reply| Command::Stop { principal, reply }).await
+        self.stop_at(id, principal, 0).await
+    }
+
+    /// [`Core::stop`] that already crossed `hops` replicas.
+    pub(crate) async fn stop_at(self: &Arc<Self>, id: &SessionId, principal: &Principal, hops: u8) -> Result<()> {
+        let sent = principal.clone();
+        match self.call(id, None, |reply| Command::Stop { principal: sent, reply }).await {
+            Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
+                let Some(leases) = &self.leases else {
+                    return Err(EngineError::LeasedElsewhere { session: id.clone(), replica });
+                };
+                match crate::remote::stop(leases, &replica, id, principal, hops).await {
+                    Err(EngineError::Store(error)) if error.is_unavailable() => {
+                        Box::pin(self.stop_at(id, principal, hops + 1)).await
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// With session leases: claims the session's lease here (unless a live replica holds it)
+    /// and closes the turns a dead holder left open. Returns how many turns it closed.
+    pub(crate) async fn recover_one(self: &Arc<Self>, id: &SessionId) -> Result<usize> {
+        self.call(id, None, |reply| Command::Recover { reply }).await
     }
 
     /// The session's record if `principal` owns it.

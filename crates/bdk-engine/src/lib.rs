@@ -30,6 +30,7 @@ mod failure;
 mod hooks;
 mod host;
 mod recovery;
+mod remote;
 pub mod reminders;
 mod result_gate;
 pub mod schedules;

@@ -43,6 +43,16 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
+        // Several replicas: another may be running this turn right now. Only a session whose
+        // lease this replica can claim (free, or expired with its dead holder) is closed here.
+        if core.leases.is_some() {
+            match core.recover_one(&record.id).await {
+                Ok(n) => closed += n,
+                Err(crate::error::EngineError::LeasedElsewhere { .. }) => {}
+                Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
+            }
+            continue;
+        }
         let result = recover_session(core, &record).await;
         core.stores.events.release(&record.id);
         match result {
@@ -53,7 +63,7 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     Ok(closed)
 }
 
-async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
+pub(crate) async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
     let (closed, last) = close_open_turns(core, record, &events).await?;
     // An empty log tells nothing: the record keeps its status (`running` if it has none, as

@@ -96,7 +96,7 @@ pub struct FollowUp {
     pub workspace_files: Vec<(String, String)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FollowUpAccepted {
     /// The token to present next time (rotated for HTTP sessions, unchanged for channel ones).
@@ -178,6 +178,9 @@ pub struct EngineOptions {
     /// Where artifacts are kept (`tag_artifact`, host code, `/v1/artifacts`). `None`: tagging
     /// fails with a clear error and listings are empty.
     pub artifacts: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// Session leases shared with other replicas (PostgreSQL). `None`: this process is the only
+    /// one running the agent's sessions.
+    pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

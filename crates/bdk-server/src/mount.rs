@@ -175,6 +175,12 @@ pub async fn mount_on(
         AgentStore::Pg(_) => None,
     };
     let options = EngineOptions { artifacts: options.artifacts.clone().or(artifacts), ..options };
+    // On PostgreSQL, replicas share sessions: a session runs where its lease is (decision 0021).
+    let leases = match &store {
+        AgentStore::Fs(_) => None,
+        AgentStore::Pg(pg) => Some(pg.leases()),
+    };
+    let options = EngineOptions { leases: options.leases.clone().or(leases), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {

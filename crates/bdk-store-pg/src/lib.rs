@@ -14,6 +14,7 @@ mod db;
 mod error;
 mod events;
 mod import;
+mod leases;
 mod migrate;
 mod notify;
 mod sessions;
@@ -22,7 +23,7 @@ mod timed;
 mod workspaces;
 
 pub use data::MAX_FILE_BYTES;
-pub use db::{PgDatabase, PgOptions, redact_url};
+pub use db::{DEFAULT_SESSION_LEASE, PgDatabase, PgOptions, redact_url};
 pub use error::PgError;
 pub use import::ImportReport;
 pub use migrate::{MigrationReport, SCHEMA_VERSION};
