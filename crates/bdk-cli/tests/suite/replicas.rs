@@ -62,7 +62,8 @@ fn three_replicas_with(root: &Path, project: &Path, url: &str, envs: &[(&str, &s
             let state = root.join(format!("state-{name}"));
             let mut command = super::support::bdk();
             command.args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root"]);
-            command.arg(&state).args(["--database-url", url]);
+            // Small pools: several of these tests (and other suites) share the server's 100 connections.
+            command.arg(&state).args(["--database-url", url, "--database-pool-size", "4"]);
             Server::launch(command, envs)
         })
         .collect()
