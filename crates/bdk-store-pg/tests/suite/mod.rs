@@ -1,3 +1,4 @@
 mod conformance;
 mod database;
+mod leases;
 mod support;
