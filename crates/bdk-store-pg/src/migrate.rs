@@ -10,6 +10,7 @@ use crate::error::{PgError, Result, db};
 const MIGRATIONS: &[(&str, &str)] = &[
     ("initial", include_str!("../migrations/0001_initial.sql")),
     ("session_leases", include_str!("../migrations/0002_session_leases.sql")),
+    ("artifacts", include_str!("../migrations/0003_artifacts.sql")),
 ];
 
 /// The schema version this build writes and reads.

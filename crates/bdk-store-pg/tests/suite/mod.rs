@@ -1,3 +1,4 @@
+mod artifacts;
 mod conformance;
 mod database;
 mod leases;
