@@ -279,6 +279,20 @@ impl Core {
         }
     }
 
+    /// With session leases: the leases and the replica running the session, when that is
+    /// another replica (a session with a live actor here runs here).
+    pub(crate) async fn runner_elsewhere(
+        &self,
+        id: &SessionId,
+    ) -> Result<Option<(Arc<dyn bdk_store::SessionLeases>, String)>> {
+        let Some(leases) = &self.leases else { return Ok(None) };
+        if self.is_live(id) {
+            return Ok(None);
+        }
+        let holder = leases.holder(id).await?.filter(|replica| replica != leases.replica());
+        Ok(holder.map(|replica| (leases.clone(), replica)))
+    }
+
     /// With session leases: claims the session's lease here (unless a live replica holds it)
     /// and closes the turns a dead holder left open. Returns how many turns it closed.
     pub(crate) async fn recover_one(self: &Arc<Self>, id: &SessionId) -> Result<usize> {

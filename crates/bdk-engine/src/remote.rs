@@ -1,23 +1,25 @@
 //! Several replicas on one database: commands for a session whose lease another replica holds
 //! are forwarded to that replica and answered by its actor, so admission (token check and
-//! rotation, preempt, coalesce) and stop happen where the turn runs. Also the two background
+//! rotation, preempt, coalesce), stop and approvals happen where the turn runs. Also the two background
 //! tasks a leased engine runs: the inbox that answers commands forwarded here, and the sweep that
 //! closes turns of replicas that died (their leases expired).
 //!
 //! The wire format is private to bdk (JSON through the store's [`SessionLeases`]): a command
-//! `{"command": "followUp" | "stop" | "recover", ...}` and an answer `{"ok": ...}` or
+//! `{"command": "followUp" | "stop" | "recover" | "approvals" | "resolve", ...}` and an answer `{"ok": ...}` or
 //! `{"error": code, "message": ...}`. The store only carries it.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bdk_protocol::SessionId;
+use bdk_protocol::event::ApprovalDecision;
+use bdk_protocol::{CallId, SessionId};
 use bdk_store::{Incoming, SessionLeases};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
+use crate::approvals::PendingApproval;
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal};
 
 /// How long a forwarded command waits for the holder's answer. A stop waits for the turn to
@@ -42,6 +44,10 @@ enum Remote {
     #[serde(rename_all = "camelCase")]
     Stop { principal: String, hops: u8 },
     Recover,
+    #[serde(rename_all = "camelCase")]
+    Approvals { principal: String },
+    #[serde(rename_all = "camelCase")]
+    Resolve { call_id: CallId, decision: ApprovalDecision, principal: String },
 }
 
 /// Sends a follow-up to `replica`, which holds the session's lease.
@@ -76,6 +82,33 @@ pub(crate) async fn stop(
     send(leases, replica, id, &Remote::Stop { principal: principal.0.clone(), hops: hops + 1 }).await.map(drop)
 }
 
+/// Lists the parked calls of a session running on `replica`.
+pub(crate) async fn approvals(
+    leases: &Arc<dyn SessionLeases>,
+    replica: &str,
+    id: &SessionId,
+    principal: &Principal,
+) -> Result<Vec<PendingApproval>> {
+    let answer = send(leases, replica, id, &Remote::Approvals { principal: principal.0.clone() }).await?;
+    serde_json::from_value(answer)
+        .map_err(|e| EngineError::Store(bdk_store::Error::Backend(format!("a forwarded approvals listing: {e}"))))
+}
+
+/// Decides a call parked on `replica`.
+pub(crate) async fn resolve(
+    leases: &Arc<dyn SessionLeases>,
+    replica: &str,
+    id: &SessionId,
+    call_id: &CallId,
+    decision: ApprovalDecision,
+    principal: &Principal,
+) -> Result<PendingApproval> {
+    let command = Remote::Resolve { call_id: call_id.clone(), decision, principal: principal.0.clone() };
+    let answer = send(leases, replica, id, &command).await?;
+    serde_json::from_value(answer)
+        .map_err(|e| EngineError::Store(bdk_store::Error::Backend(format!("a forwarded approval: {e}"))))
+}
+
 async fn send(leases: &Arc<dyn SessionLeases>, replica: &str, id: &SessionId, command: &Remote) -> Result<Value> {
     let body = serde_json::to_value(command).map_err(|e| EngineError::Store(bdk_store::Error::Encode(e)))?;
     let answer = leases.forward(replica, id, body, FORWARD_TIMEOUT).await?;
@@ -90,7 +123,11 @@ fn encode<T: Serialize>(result: Result<T>) -> Value {
                 EngineError::Store(store) if store.is_unavailable() => "store_unavailable",
                 other => other.code(),
             };
-            json!({ "error": code, "message": error.to_string() })
+            let call = match &error {
+                EngineError::ApprovalNotFound(call) => Some(call.as_str().to_owned()),
+                _ => None,
+            };
+            json!({ "error": code, "message": error.to_string(), "callId": call })
         }
     }
 }
@@ -110,6 +147,10 @@ fn decode(id: &SessionId, answer: Value) -> Result<Value> {
         "session_not_followable" => EngineError::NotFollowable(id),
         "shutting_down" => EngineError::Draining,
         "invalid_request" => EngineError::InvalidRequest(message),
+        "approval_not_found" => match answer.get("callId").and_then(Value::as_str).map(CallId::parse) {
+            Some(Ok(call)) => EngineError::ApprovalNotFound(call),
+            _ => EngineError::Store(bdk_store::Error::Backend(message)),
+        },
         "session_leased_elsewhere" => EngineError::Store(bdk_store::Error::Unavailable(message)),
         "store_unavailable" => EngineError::Store(bdk_store::Error::Unavailable(message)),
         _ => EngineError::Store(bdk_store::Error::Backend(message)),
@@ -145,6 +186,10 @@ async fn answer(core: Arc<Core>, incoming: Incoming) {
         }
         Ok(Remote::Stop { principal, hops }) => encode(core.stop_at(&session, &Principal(principal), hops).await),
         Ok(Remote::Recover) => encode(core.recover_one(&session).await),
+        Ok(Remote::Approvals { principal }) => encode(core.approvals_here(&session, &Principal(principal)).await),
+        Ok(Remote::Resolve { call_id, decision, principal }) => {
+            encode(core.resolve_here(&session, &call_id, decision, &Principal(principal)).await)
+        }
         Err(error) => json!({ "error": "invalid_request", "message": format!("unreadable forwarded command: {error}") }),
     };
     let _ = reply.send(answer);

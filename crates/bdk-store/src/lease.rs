@@ -51,6 +51,9 @@ pub trait SessionLeases: Send + Sync + fmt::Debug {
     /// Gives up a lease held under `token` (a later holding under another token is untouched).
     fn release<'a>(&'a self, session: &'a SessionId, token: &'a str) -> BoxFuture<'a, Result<()>>;
 
+    /// The replica holding a live lease on the session, if any (claims nothing).
+    fn holder<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Option<String>>>;
+
     /// Sessions whose lease expired (its holder stopped renewing it: the replica died).
     fn expired(&self) -> BoxFuture<'_, Result<Vec<SessionId>>>;
 

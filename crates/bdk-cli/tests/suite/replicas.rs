@@ -3,8 +3,9 @@
 //! from a second and followed up on a third with the same events everywhere; fifty follow-ups
 //! with one token spread over three replicas admit exactly one; a stop sent to one replica ends
 //! the turn running on another; a replica SIGKILLed mid-turn has its turn closed by another
-//! within the lease bound and the session takes follow-ups; a schedule due while three replicas
-//! run fires once. Every wait has a timeout.
+//! within the lease bound and the session takes follow-ups; a call parked for approval on one
+//! replica is listed and approved through the others; a schedule due while three replicas run
+//! fires once. Every wait has a timeout.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -243,6 +244,57 @@ async fn a_replica_killed_mid_turn_is_taken_over_within_the_lease() {
     let tail =
         stream_until(format!("{}/v1/session/{id}/stream?startIndex={from}", bases[1]), "session.waiting").await;
     assert!(tail.iter().any(|e| e["type"] == "turn.completed"), "{tail:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_parked_on_one_replica_is_approved_through_another() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_approval").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let call = "tool_calls = [{ name = \"deploy\", arguments = { service = \"web\" } }]";
+    let project = write_project(root.path(), "gate", &[call, "text = \"Deployed web.\""]);
+    std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+    std::fs::write(
+        project.join("bot/tools/deploy.toml"),
+        r#"description = "Deploy a service."
+effect = "write"
+needs_approval = true
+command = ["python3", "-c", "import json,sys; i=json.load(sys.stdin)['input']; print(json.dumps({'deployed': i['service']}))"]
+
+[input_schema]
+type = "object"
+required = ["service"]
+properties = { service = { type = "string" } }
+"#,
+    )
+    .unwrap();
+    let url = db.url();
+    let replicas = three_replicas(root.path(), &project, &url);
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/gate", r.origin)).collect();
+
+    let (id, _token) = create(&bases[0], "deploy web").await;
+    let parked = stream_until(format!("{}/v1/session/{id}/stream", bases[1]), "action.approval_requested").await;
+    let requested = parked.last().unwrap();
+    let call_id = requested["data"]["callId"].as_str().unwrap().to_owned();
+
+    // Listed through c, approved through b; the call runs on a, where the turn is.
+    let listing =
+        within("approvals", async { client().get(format!("{}/v1/session/{id}/approvals", bases[2])).send().await })
+            .await
+            .unwrap();
+    assert_eq!(listing.status(), 200);
+    let listing: Value = listing.json().await.unwrap();
+    assert!(listing.to_string().contains(&call_id), "{listing}");
+    let (status, resolved) =
+        post(format!("{}/v1/session/{id}/approvals/{call_id}", bases[1]), json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{resolved}");
+    let (status, again) =
+        post(format!("{}/v1/session/{id}/approvals/{call_id}", bases[2]), json!({"decision": "deny"})).await;
+    assert_eq!(status, 404, "a call is decided once: {again}");
+    let rest = stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", bases[2], parked.len()), "session.waiting")
+        .await;
+    let result = rest.iter().find(|e| e["type"] == "action.result").expect("the approved call ran");
+    assert!(result.to_string().contains("deployed"), "{result}");
+    assert!(rest.iter().any(|e| e["type"] == "turn.completed"), "{rest:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
