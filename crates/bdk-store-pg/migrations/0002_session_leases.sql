@@ -16,8 +16,10 @@ CREATE INDEX bdk_session_leases_by_expiry ON bdk_session_leases (agent, expires_
 
 -- A command for a session, sent by the replica that received it to the replica holding the
 -- session's lease (NOTIFY bdk_commands wakes the target; NOTIFY bdk_replies wakes the sender).
--- The target claims a row once (taken), answers in reply; the sender deletes it.
-CREATE TABLE bdk_session_commands (
+-- The target claims a row once (taken), answers in reply; the sender deletes it. Unlogged: a
+-- command lives only while its sender waits, so its writes need no WAL and no fsync (a database
+-- crash empties the table; the senders' requests fail as unavailable, as they would anyway).
+CREATE UNLOGGED TABLE bdk_session_commands (
     id         bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     agent      text        NOT NULL,
     session_id text        NOT NULL,
