@@ -62,7 +62,9 @@ pub(crate) enum Command {
     },
     /// Several replicas: claim the session's lease and close what a dead holder left open
     /// (the answer is how many turns). Nothing else happens.
-    Recover { reply: oneshot::Sender<Result<usize>> },
+    Recover {
+        reply: oneshot::Sender<Result<usize>>,
+    },
 }
 
 impl Command {
@@ -219,7 +221,9 @@ impl Actor {
             Err(EngineError::LeasedElsewhere { session, replica }) => {
                 match command {
                     // Reads run anywhere; a write waits for the holder to let go (409 busy).
-                    Command::Direct { call, reply } => crate::direct::admit(&self.core, &self.id, true, *call, reply).await,
+                    Command::Direct { call, reply } => {
+                        crate::direct::admit(&self.core, &self.id, true, *call, reply).await
+                    }
                     other => other.refuse(EngineError::LeasedElsewhere { session, replica }),
                 }
                 return false;

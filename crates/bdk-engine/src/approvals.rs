@@ -164,7 +164,11 @@ impl Core {
     }
 
     /// [`Core::approvals`] answered here (a forwarded request).
-    pub(crate) async fn approvals_here(&self, session: &SessionId, principal: &Principal) -> Result<Vec<PendingApproval>> {
+    pub(crate) async fn approvals_here(
+        &self,
+        session: &SessionId,
+        principal: &Principal,
+    ) -> Result<Vec<PendingApproval>> {
         self.owned_record(session, principal).await?;
         Ok(self.approvals.list(session))
     }

@@ -17,9 +17,9 @@ use bdk_store::{Incoming, SessionLeases};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::approvals::PendingApproval;
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
-use crate::approvals::PendingApproval;
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal};
 
 /// How long a forwarded command waits for the holder's answer. A stop waits for the turn to
@@ -42,12 +42,21 @@ enum Remote {
         hops: u8,
     },
     #[serde(rename_all = "camelCase")]
-    Stop { principal: String, hops: u8 },
+    Stop {
+        principal: String,
+        hops: u8,
+    },
     Recover,
     #[serde(rename_all = "camelCase")]
-    Approvals { principal: String },
+    Approvals {
+        principal: String,
+    },
     #[serde(rename_all = "camelCase")]
-    Resolve { call_id: CallId, decision: ApprovalDecision, principal: String },
+    Resolve {
+        call_id: CallId,
+        decision: ApprovalDecision,
+        principal: String,
+    },
 }
 
 /// Sends a follow-up to `replica`, which holds the session's lease.
@@ -190,7 +199,9 @@ async fn answer(core: Arc<Core>, incoming: Incoming) {
         Ok(Remote::Resolve { call_id, decision, principal }) => {
             encode(core.resolve_here(&session, &call_id, decision, &Principal(principal)).await)
         }
-        Err(error) => json!({ "error": "invalid_request", "message": format!("unreadable forwarded command: {error}") }),
+        Err(error) => {
+            json!({ "error": "invalid_request", "message": format!("unreadable forwarded command: {error}") })
+        }
     };
     let _ = reply.send(answer);
 }

@@ -242,12 +242,8 @@ impl SessionLeases for PgStore {
     }
 
     fn serve(&self) -> Option<mpsc::Receiver<Incoming>> {
-        let first = self
-            .db
-            .inboxes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(self.agent.to_string());
+        let first =
+            self.db.inboxes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(self.agent.to_string());
         if !first {
             return None;
         }

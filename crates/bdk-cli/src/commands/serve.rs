@@ -274,7 +274,9 @@ fn session_lease_from_env() -> anyhow::Result<std::time::Duration> {
     match std::env::var("BDK_SESSION_LEASE_MS") {
         Ok(value) if !value.trim().is_empty() => match value.trim().parse::<u64>() {
             Ok(ms) if ms >= 300 => Ok(std::time::Duration::from_millis(ms)),
-            _ => anyhow::bail!("BDK_SESSION_LEASE_MS must be a whole number of milliseconds, at least 300 (got {value:?})"),
+            _ => anyhow::bail!(
+                "BDK_SESSION_LEASE_MS must be a whole number of milliseconds, at least 300 (got {value:?})"
+            ),
         },
         _ => Ok(bdk_store_pg::DEFAULT_SESSION_LEASE),
     }

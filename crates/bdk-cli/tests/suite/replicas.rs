@@ -201,8 +201,7 @@ async fn stop_and_preempt_on_one_replica_reach_the_turn_running_on_another() {
         post(format!("{}/v1/session/{id}", bases[2]), json!({"continuationToken": token, "message": "stop that"}))
             .await;
     assert_eq!(status, 200, "{reply}");
-    let tail =
-        stream_until(format!("{}/v1/session/{id}/stream?startIndex={from}", bases[1]), "turn.completed").await;
+    let tail = stream_until(format!("{}/v1/session/{id}/stream?startIndex={from}", bases[1]), "turn.completed").await;
     let failed = tail.iter().find(|e| e["type"] == "turn.failed").expect("the second turn was preempted");
     assert_eq!(failed["data"]["status"], json!("cancelled"), "{failed}");
     let done = tail.iter().find(|e| e["type"] == "message.completed").unwrap();
@@ -241,8 +240,7 @@ async fn a_replica_killed_mid_turn_is_taken_over_within_the_lease() {
             .await;
     assert_eq!(status, 200, "{reply}");
     let from = before.len() + seen.len();
-    let tail =
-        stream_until(format!("{}/v1/session/{id}/stream?startIndex={from}", bases[1]), "session.waiting").await;
+    let tail = stream_until(format!("{}/v1/session/{id}/stream?startIndex={from}", bases[1]), "session.waiting").await;
     assert!(tail.iter().any(|e| e["type"] == "turn.completed"), "{tail:#?}");
 }
 
@@ -290,8 +288,9 @@ properties = { service = { type = "string" } }
     let (status, again) =
         post(format!("{}/v1/session/{id}/approvals/{call_id}", bases[2]), json!({"decision": "deny"})).await;
     assert_eq!(status, 404, "a call is decided once: {again}");
-    let rest = stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", bases[2], parked.len()), "session.waiting")
-        .await;
+    let rest =
+        stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", bases[2], parked.len()), "session.waiting")
+            .await;
     let result = rest.iter().find(|e| e["type"] == "action.result").expect("the approved call ran");
     assert!(result.to_string().contains("deployed"), "{result}");
     assert!(rest.iter().any(|e| e["type"] == "turn.completed"), "{rest:#?}");

@@ -71,8 +71,7 @@ async fn the_cap_evicts_the_oldest_updated() {
     a.store.tag(tag("p", "a"), Some(2)).await.unwrap();
     let third = b.store.tag(tag("p", "c"), Some(2)).await.unwrap();
     assert_eq!(third.evicted, vec![second.clone()]);
-    let left: Vec<String> =
-        a.store.list(&ArtifactQuery::default()).await.unwrap().into_iter().map(|r| r.id).collect();
+    let left: Vec<String> = a.store.list(&ArtifactQuery::default()).await.unwrap().into_iter().map(|r| r.id).collect();
     assert_eq!(left, vec![third.record.id, first]);
     assert!(a.store.get(&second).await.unwrap().is_none());
 }
