@@ -70,6 +70,25 @@ pub(crate) enum Command {
         call: Box<crate::direct::BoundCall>,
         reply: oneshot::Sender<Result<crate::direct::DirectOutcome>>,
     },
+    /// Several replicas: claim the session's lease and close what a dead holder left open
+    /// (the answer is how many turns). Nothing else happens.
+    Recover {
+        reply: oneshot::Sender<Result<usize>>,
+    },
+}
+
+impl Command {
+    /// Answers the command with `error` without doing it.
+    fn refuse(self, error: EngineError) {
+        match self {
+            Command::Start { reply, .. } => drop(reply.send(Err(error))),
+            Command::FollowUp { reply, .. } => drop(reply.send(Err(error))),
+            Command::Stop { reply, .. } => drop(reply.send(Err(error))),
+            Command::Resume { reply, .. } => drop(reply.send(Err(error))),
+            Command::Direct { reply, .. } => drop(reply.send(Err(error))),
+            Command::Recover { reply } => drop(reply.send(Err(error))),
+        }
+    }
 }
 
 /// A settled turn: how it ended and its closing events, not yet written.
@@ -110,6 +129,10 @@ pub(crate) struct Actor {
     busy: Arc<AtomicBool>,
     /// The trace context of the request that starts the next turn (telemetry on).
     trace: Option<bdk_telemetry::Context>,
+    /// With session leases: the token of the lease this actor holds (it admits nothing without).
+    lease: Option<String>,
+    /// With session leases: the replica found holding the lease; this actor then only refuses.
+    elsewhere: Option<String>,
 }
 
 impl Actor {
@@ -127,6 +150,8 @@ impl Actor {
             conversation: None,
             busy,
             trace: None,
+            lease: None,
+            elsewhere: None,
         }
     }
 
@@ -160,12 +185,76 @@ impl Actor {
         self.core.stores.events.release(&self.id);
         crate::telemetry::actors(&self.core.telemetry, -1);
         self.core.telemetry.forget_session(self.id.as_str());
+        if let (Some(leases), Some(token)) = (&self.core.leases, self.lease.take())
+            && let Err(error) = leases.release(&self.id, &token).await
+        {
+            // It expires by itself one lease period later.
+            tracing::warn!(session = %self.id, %error, "could not release the session's lease");
+        }
     }
 
-    /// Handles one command. Returns `false` when the session does not exist (the actor should
-    /// answer what is queued and exit).
+    /// With session leases: holds the session's lease before anything is decided here. On a
+    /// fresh claim the record and conversation are read again (another replica may have moved
+    /// the session on), and a session its last holder left `running` (it died mid-turn) is
+    /// closed as start-up recovery closes it. Returns how many turns that closed.
+    async fn ensure_lease(&mut self, starting: bool) -> Result<usize> {
+        let Some(leases) = self.core.leases.clone() else { return Ok(0) };
+        if self.lease.is_some() {
+            return Ok(0);
+        }
+        if let Some(replica) = &self.elsewhere {
+            return Err(EngineError::LeasedElsewhere { session: self.id.clone(), replica: replica.clone() });
+        }
+        match leases.acquire(&self.id).await? {
+            bdk_store::Claim::Elsewhere { replica } => {
+                self.elsewhere = Some(replica.clone());
+                Err(EngineError::LeasedElsewhere { session: self.id.clone(), replica })
+            }
+            bdk_store::Claim::Held { token } => {
+                self.lease = Some(token);
+                if starting {
+                    return Ok(0);
+                }
+                self.record = None;
+                self.conversation = None;
+                let record = self.record().await?.clone();
+                if record.status.is_some_and(|s| s != SessionStatus::Running) {
+                    return Ok(0);
+                }
+                let closed = crate::recovery::recover_session(&self.core, &record, false).await?;
+                self.core.stores.events.release(&self.id);
+                self.record = None;
+                Ok(closed)
+            }
+        }
+    }
+
+    /// Handles one command. Returns `false` when the session does not exist or another replica
+    /// holds its lease (the actor should answer what is queued and exit).
     async fn handle(&mut self, command: Command) -> bool {
+        let starting = matches!(command, Command::Start { .. });
+        let recovered = match self.ensure_lease(starting).await {
+            Ok(n) => n,
+            Err(EngineError::LeasedElsewhere { session, replica }) => {
+                match command {
+                    // Reads run anywhere; a write waits for the holder to let go (409 busy).
+                    Command::Direct { call, reply } => {
+                        crate::direct::admit(&self.core, &self.id, true, *call, reply).await
+                    }
+                    other => other.refuse(EngineError::LeasedElsewhere { session, replica }),
+                }
+                return false;
+            }
+            Err(error) => {
+                let missing = matches!(error, EngineError::SessionNotFound(_));
+                command.refuse(error);
+                return !missing;
+            }
+        };
         match command {
+            Command::Recover { reply } => {
+                let _ = reply.send(Ok(recovered));
+            }
             Command::Start { request, reply, trace } => {
                 self.trace = trace;
                 let _ = reply.send(self.start(request).await);

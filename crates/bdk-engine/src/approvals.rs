@@ -180,14 +180,47 @@ pub(crate) fn resolved_event(call_id: &CallId, tool_name: &str, resolution: &Res
 }
 
 impl Core {
-    /// The session's parked calls, after the owner check.
+    /// The session's parked calls, after the owner check. With several replicas, the replica
+    /// running the session's turn is asked (parked calls live in its memory).
     pub async fn approvals(&self, session: &SessionId, principal: &Principal) -> Result<Vec<PendingApproval>> {
+        self.owned_record(session, principal).await?;
+        if let Some((leases, replica)) = self.runner_elsewhere(session).await? {
+            return crate::remote::approvals(&leases, &replica, session, principal).await;
+        }
+        Ok(self.approvals.list(session))
+    }
+
+    /// [`Core::approvals`] answered here (a forwarded request).
+    pub(crate) async fn approvals_here(
+        &self,
+        session: &SessionId,
+        principal: &Principal,
+    ) -> Result<Vec<PendingApproval>> {
         self.owned_record(session, principal).await?;
         Ok(self.approvals.list(session))
     }
 
-    /// Decides one parked call. Returns once `action.approval_resolved` is durable.
+    /// Decides one parked call. Returns once `action.approval_resolved` is durable. With
+    /// several replicas, the decision goes to the replica running the session's turn.
     pub async fn resolve_approval(
+        &self,
+        session: &SessionId,
+        call_id: &CallId,
+        decision: ApprovalDecision,
+        principal: &Principal,
+    ) -> Result<PendingApproval> {
+        if decision == ApprovalDecision::Expired {
+            return Err(EngineError::InvalidRequest("decision must be \"approve\" or \"deny\"".into()));
+        }
+        self.owned_record(session, principal).await?;
+        if let Some((leases, replica)) = self.runner_elsewhere(session).await? {
+            return crate::remote::resolve(&leases, &replica, session, call_id, decision, principal).await;
+        }
+        self.resolve_here(session, call_id, decision, principal).await
+    }
+
+    /// [`Core::resolve_approval`] decided here (the owner already checked).
+    pub(crate) async fn resolve_here(
         &self,
         session: &SessionId,
         call_id: &CallId,

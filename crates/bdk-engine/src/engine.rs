@@ -71,6 +71,8 @@ pub(crate) struct Core {
     pub reminders: Mutex<Option<Arc<dyn bdk_tools::ReminderAccess>>>,
     /// Spans and metrics (`telemetry.rs`).
     pub telemetry: bdk_telemetry::Telemetry,
+    /// Session leases shared with other replicas (`remote.rs`); `None` on one process.
+    pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -102,7 +104,7 @@ impl Core {
             price: options.price,
             capabilities: options.capabilities.clone(),
         });
-        Arc::new(Core {
+        let core = Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
             slug: config.slug,
             stores,
@@ -120,8 +122,13 @@ impl Core {
             artifact_store: options.artifacts,
             reminders: Mutex::new(None),
             telemetry: options.telemetry,
+            leases: options.leases,
             actors: Mutex::new(HashMap::new()),
-        })
+        });
+        if let Some(leases) = &core.leases {
+            crate::remote::start(&core, leases);
+        }
+        core
     }
 
     /// The definitions new turns run with now (one consistent version; see `defs.rs`).
@@ -249,17 +256,81 @@ impl Core {
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
         check_message(&request.message)?;
         check_files(&request.workspace_files)?;
-        let trace = self.telemetry.current();
-        let result = self.call(id, None, |reply| Command::FollowUp { request, reply, trace }).await;
+        let result = self.follow_up_at(id, request, 0).await;
         if matches!(result, Err(EngineError::StaleToken(_) | EngineError::SessionBusy(_))) {
             crate::telemetry::admission(&self.telemetry, crate::telemetry::Admission::Conflict);
         }
         result
     }
 
+    /// A follow-up that already crossed `hops` replicas: this replica's actor admits it, or the
+    /// replica holding the session's lease does.
+    pub(crate) async fn follow_up_at(
+        self: &Arc<Self>,
+        id: &SessionId,
+        request: FollowUp,
+        hops: u8,
+    ) -> Result<FollowUpAccepted> {
+        let forward = self.leases.as_ref().map(|_| request.clone());
+        let trace = self.telemetry.current();
+        match self.call(id, None, |reply| Command::FollowUp { request, reply, trace }).await {
+            Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
+                let (Some(leases), Some(request)) = (&self.leases, forward) else {
+                    return Err(EngineError::LeasedElsewhere { session: id.clone(), replica });
+                };
+                match crate::remote::follow_up(leases, &replica, id, request.clone(), hops).await {
+                    // The holder died before taking it: claim the lease here (or find the new holder).
+                    Err(EngineError::Store(error)) if error.is_unavailable() => {
+                        Box::pin(self.follow_up_at(id, request, hops + 1)).await
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
     pub async fn stop(self: &Arc<Self>, id: &SessionId, principal: &Principal) -> Result<()> {
-        let principal = principal.clone();
-        self.call(id, None, |reply| Command::Stop { principal, reply }).await
+        self.stop_at(id, principal, 0).await
+    }
+
+    /// [`Core::stop`] that already crossed `hops` replicas.
+    pub(crate) async fn stop_at(self: &Arc<Self>, id: &SessionId, principal: &Principal, hops: u8) -> Result<()> {
+        let sent = principal.clone();
+        match self.call(id, None, |reply| Command::Stop { principal: sent, reply }).await {
+            Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
+                let Some(leases) = &self.leases else {
+                    return Err(EngineError::LeasedElsewhere { session: id.clone(), replica });
+                };
+                match crate::remote::stop(leases, &replica, id, principal, hops).await {
+                    Err(EngineError::Store(error)) if error.is_unavailable() => {
+                        Box::pin(self.stop_at(id, principal, hops + 1)).await
+                    }
+                    other => other,
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// With session leases: the leases and the replica running the session, when that is
+    /// another replica (a session with a live actor here runs here).
+    pub(crate) async fn runner_elsewhere(
+        &self,
+        id: &SessionId,
+    ) -> Result<Option<(Arc<dyn bdk_store::SessionLeases>, String)>> {
+        let Some(leases) = &self.leases else { return Ok(None) };
+        if self.is_live(id) {
+            return Ok(None);
+        }
+        let holder = leases.holder(id).await?.filter(|replica| replica != leases.replica());
+        Ok(holder.map(|replica| (leases.clone(), replica)))
+    }
+
+    /// With session leases: claims the session's lease here (unless a live replica holds it)
+    /// and closes the turns a dead holder left open. Returns how many turns it closed.
+    pub(crate) async fn recover_one(self: &Arc<Self>, id: &SessionId) -> Result<usize> {
+        self.call(id, None, |reply| Command::Recover { reply }).await
     }
 
     /// The session's record if `principal` owns it.

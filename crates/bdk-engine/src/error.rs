@@ -50,6 +50,10 @@ pub enum EngineError {
     /// A direct write's session workspace (or a scratch one) cannot be created. HTTP 500.
     #[error("{0}")]
     WorkspaceUnavailable(String),
+    /// Another replica holds the session's lease (several replicas on one database) and the
+    /// command could not be handed to it. HTTP 503: retry (the lease moves when it retires or dies).
+    #[error("session {session} is running on replica {replica}; retry shortly")]
+    LeasedElsewhere { session: SessionId, replica: String },
     /// Storage failed; nothing was acknowledged. HTTP 500.
     #[error("storage: {0}")]
     Store(#[from] bdk_store::Error),
@@ -73,6 +77,7 @@ impl EngineError {
             EngineError::InvalidToolInput { .. } => "invalid_tool_input",
             EngineError::InvalidContinuationToken(_) => "invalid_continuation_token",
             EngineError::WorkspaceUnavailable(_) => "workspace_unavailable",
+            EngineError::LeasedElsewhere { .. } => "session_leased_elsewhere",
             EngineError::Store(_) => "internal_error",
         }
     }

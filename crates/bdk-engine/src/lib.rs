@@ -34,6 +34,7 @@ mod host;
 mod local_cwd;
 mod recovery;
 pub mod reminders;
+mod remote;
 mod result_gate;
 mod resume;
 pub mod schedules;

@@ -52,7 +52,17 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
         }
-        let result = recover_session(core, &record).await;
+        // Several replicas: another may be running this turn right now. Only a session whose
+        // lease this replica can claim (free, or expired with its dead holder) is closed here.
+        if core.leases.is_some() {
+            match core.recover_one(&record.id).await {
+                Ok(n) => closed += n,
+                Err(crate::error::EngineError::LeasedElsewhere { .. }) => {}
+                Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
+            }
+            continue;
+        }
+        let result = recover_session(core, &record, true).await;
         // A restored turn's actor keeps the log open.
         core.release_if_idle(&record.id);
         match result {
@@ -63,9 +73,12 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     Ok(closed)
 }
 
-async fn recover_session(core: &Arc<Core>, record: &SessionRecord) -> Result<usize> {
+/// Recovers one session. `restore`: a turn waiting for approvals is handed back to its actor
+/// (`resume.rs`); without it (a session's own actor taking over a dead replica's lease, which
+/// cannot wait on itself) that turn is closed like any other, its parked calls expired.
+pub(crate) async fn recover_session(core: &Arc<Core>, record: &SessionRecord, restore: bool) -> Result<usize> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
-    let (closed, last, restore) = close_open_turns(core, record, &events).await?;
+    let (closed, last, restore) = close_open_turns(core, record, &events, restore).await?;
     drop(events);
     // An empty log tells nothing: the record keeps its status (`running` if it has none, as
     // listings read such a log). A restored turn keeps the session `running`.
@@ -96,14 +109,14 @@ type Closed = (usize, Option<Event>, Option<Plan>);
 /// Closes what the log leaves open, except a turn to restore. Returns how many turns were
 /// closed, the log's last status event after that (the appended settling event when it wrote
 /// one) and the restorable turn's plan.
-async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event]) -> Result<Closed> {
+async fn close_open_turns(core: &Core, record: &SessionRecord, events: &[Event], restore: bool) -> Result<Closed> {
     let Some(last) = status::last_status_event(events) else { return Ok((0, None, None)) };
     if status::is_settled(last) {
         return Ok((0, Some(last.clone()), None));
     }
     let mut open = open_turns(events);
     let restore = match open.last() {
-        Some(turn) if record.channel != subagents::CHANNEL => Plan::read(events, turn),
+        Some(turn) if restore && record.channel != subagents::CHANNEL => Plan::read(events, turn),
         _ => None,
     };
     if restore.is_some() {

@@ -96,7 +96,7 @@ pub struct FollowUp {
     pub workspace_files: Vec<(String, String)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FollowUpAccepted {
     /// The token to present next time (rotated for HTTP sessions, unchanged for channel ones).
@@ -180,6 +180,9 @@ pub struct EngineOptions {
     pub artifacts: Option<Arc<dyn bdk_store::ArtifactStore>>,
     /// Spans and metrics (`docs/telemetry.md`). Default: disabled, costing nothing.
     pub telemetry: bdk_telemetry::Telemetry,
+    /// Session leases shared with other replicas (PostgreSQL). `None`: this process is the only
+    /// one running the agent's sessions.
+    pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

@@ -110,7 +110,7 @@ impl From<EngineError> for ApiError {
             EngineError::StaleToken(_) | EngineError::SessionBusy(_) | EngineError::NotFollowable(_) => {
                 StatusCode::CONFLICT
             }
-            EngineError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+            EngineError::Draining | EngineError::LeasedElsewhere { .. } => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::InvalidRequest(_) | EngineError::InvalidTimeArgs(_) => StatusCode::BAD_REQUEST,
             EngineError::ApprovalNotFound(_) => StatusCode::NOT_FOUND,
             EngineError::UnknownTool { .. } => StatusCode::NOT_FOUND,

@@ -194,12 +194,18 @@ pub async fn mount_on(
     slot: &ReminderSlot,
 ) -> Result<(Agent, usize), MountError> {
     let options = EngineOptions { capabilities: bdk_engine::capabilities(&project, state_dir), ..options };
-    // Artifacts live in the filesystem store; on PostgreSQL they are not kept yet (tagging says so).
+    // Artifacts live where the agent's other state lives.
     let artifacts = match &store {
         AgentStore::Fs(fs) => Some(Arc::new(fs.clone()) as Arc<dyn bdk_store::ArtifactStore>),
-        AgentStore::Pg(_) => None,
+        AgentStore::Pg(pg) => Some(Arc::new(pg.clone()) as Arc<dyn bdk_store::ArtifactStore>),
     };
     let options = EngineOptions { artifacts: options.artifacts.clone().or(artifacts), ..options };
+    // On PostgreSQL, replicas share sessions: a session runs where its lease is (decision 0021).
+    let leases = match &store {
+        AgentStore::Fs(_) => None,
+        AgentStore::Pg(pg) => Some(pg.leases()),
+    };
+    let options = EngineOptions { leases: options.leases.clone().or(leases), ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {

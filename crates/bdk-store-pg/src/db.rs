@@ -25,6 +25,9 @@ pub struct PgOptions {
     pub wait_timeout: Duration,
     /// Apply pending migrations when opening (`bdk serve` does unless `--no-migrate`).
     pub migrate: bool,
+    /// How long a session lease outlives its holder's last heartbeat (renewed every third of
+    /// it): the bound on noticing that the replica running a turn died. Default 10 s.
+    pub session_lease: Duration,
 }
 
 impl Default for PgOptions {
@@ -35,17 +38,33 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(5),
             wait_timeout: Duration::from_secs(5),
             migrate: true,
+            session_lease: DEFAULT_SESSION_LEASE,
         }
     }
 }
 
-/// One database: its pool, the notifier and what migrating did.
+/// The default [`PgOptions::session_lease`].
+pub const DEFAULT_SESSION_LEASE: Duration = Duration::from_secs(10);
+
+/// One database: its pool, the notifier, what migrating did, and this replica's identity for
+/// session leases (with the heartbeat that keeps its leases alive).
 #[derive(Debug)]
 pub struct PgDatabase {
     pool: Pool,
     url: String,
     pub(crate) notifier: Notifier,
     migration: MigrationReport,
+    pub(crate) replica: String,
+    pub(crate) session_lease: Duration,
+    /// Agents whose forwarded commands this replica already serves (one inbox each).
+    pub(crate) inboxes: std::sync::Mutex<std::collections::HashSet<String>>,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        self.heartbeat.abort();
+    }
 }
 
 impl PgDatabase {
@@ -87,7 +106,19 @@ impl PgDatabase {
             if options.migrate { migrate::apply(&mut client).await? } else { migrate::check(&client).await? };
         drop(client);
         let notifier = Notifier::start(config);
-        Ok(Arc::new(PgDatabase { pool, url: shown, notifier, migration }))
+        let replica = crate::leases::replica_id();
+        let session_lease = options.session_lease.max(Duration::from_millis(300));
+        let heartbeat = tokio::spawn(crate::leases::heartbeat(pool.clone(), replica.clone(), session_lease));
+        Ok(Arc::new(PgDatabase {
+            pool,
+            url: shown,
+            notifier,
+            migration,
+            replica,
+            session_lease,
+            inboxes: Default::default(),
+            heartbeat,
+        }))
     }
 
     /// A pooled connection, or `Unavailable` when none comes in time.
@@ -103,6 +134,11 @@ impl PgDatabase {
     /// What opening the database did to its schema.
     pub fn migration(&self) -> &MigrationReport {
         &self.migration
+    }
+
+    /// This replica's id in session leases (unique per process).
+    pub fn replica(&self) -> &str {
+        &self.replica
     }
 
     /// Connections open and idle in the pool.

@@ -4,16 +4,18 @@
 //! - [`PgDatabase`]: the connection pool, the embedded migrations and the one `LISTEN`
 //!   connection that tells followers on this replica about appends made on any replica.
 //! - [`PgStore`]: one agent's view of the database (rows are keyed by the agent's slug), which
-//!   implements every store trait.
+//!   implements every store trait (artifacts and session leases included).
 //!
 //! The database enforces what several writers must agree on: dense per-session event indices
 //! (a trigger), one firing per `(kind, owner, due time)` (a primary key).
 
+mod artifacts;
 mod data;
 mod db;
 mod error;
 mod events;
 mod import;
+mod leases;
 mod migrate;
 mod notify;
 mod sessions;
@@ -22,7 +24,7 @@ mod timed;
 mod workspaces;
 
 pub use data::MAX_FILE_BYTES;
-pub use db::{PgDatabase, PgOptions, redact_url};
+pub use db::{DEFAULT_SESSION_LEASE, PgDatabase, PgOptions, redact_url};
 pub use error::PgError;
 pub use import::ImportReport;
 pub use migrate::{MigrationReport, SCHEMA_VERSION};

@@ -7,7 +7,11 @@ use deadpool_postgres::Object;
 use crate::error::{PgError, Result, db};
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[(&str, &str)] = &[("initial", include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("initial", include_str!("../migrations/0001_initial.sql")),
+    ("session_leases", include_str!("../migrations/0002_session_leases.sql")),
+    ("artifacts", include_str!("../migrations/0003_artifacts.sql")),
+];
 
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;

@@ -15,10 +15,26 @@ use tokio_postgres::{AsyncMessage, NoTls};
 /// The channel the event trigger notifies on.
 pub(crate) const CHANNEL: &str = "bdk_events";
 
+/// Forwarded session commands: payload `<target replica> <agent> <command id>`.
+pub(crate) const COMMANDS: &str = "bdk_commands";
+
+/// Answers to forwarded commands: payload `<command id>`.
+pub(crate) const REPLIES: &str = "bdk_replies";
+
+/// The registry key a replica's command inbox for `agent` waits on.
+pub(crate) fn inbox_key(replica: &str, agent: &str) -> (String, String) {
+    (format!("\u{1}commands {replica}"), agent.to_owned())
+}
+
+/// The registry key the sender of command `id` waits on.
+pub(crate) fn reply_key(id: i64) -> (String, String) {
+    ("\u{1}reply".to_owned(), id.to_string())
+}
+
 /// How long a follower waits without a signal before it reads again anyway.
 pub(crate) const POLL: Duration = Duration::from_secs(2);
 
-type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 #[derive(Debug, Default)]
 struct Registry {
@@ -73,7 +89,11 @@ impl Notifier {
     }
 
     pub fn subscribe(&self, agent: &str, session: &str) -> Signal {
-        let key = (agent.to_owned(), session.to_owned());
+        self.subscribe_key((agent.to_owned(), session.to_owned()))
+    }
+
+    /// A signal under any key (command inboxes and reply waits use keys no session has).
+    pub fn subscribe_key(&self, key: Key) -> Signal {
         let mut signals = self.registry.lock();
         signals.retain(|_, weak| weak.strong_count() > 0);
         let sender = match signals.get(&key).and_then(Weak::upgrade) {
@@ -103,24 +123,38 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                 let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
                 while let Some(Ok(message)) = messages.next().await {
                     if let AsyncMessage::Notification(n) = message
-                        && tx.send(n.payload().to_owned()).is_err()
+                        && tx.send((n.channel().to_owned(), n.payload().to_owned())).is_err()
                     {
                         break;
                     }
                 }
             });
-            if client.batch_execute(&format!("LISTEN {CHANNEL}")).await.is_ok() {
+            if client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}")).await.is_ok() {
                 backoff = Duration::from_millis(100);
                 // Anything appended while we were not listening: everyone looks again.
                 match registry.upgrade() {
                     Some(registry) => registry.bump_all(),
                     None => return,
                 }
-                while let Some(payload) = rx.recv().await {
+                while let Some((channel, payload)) = rx.recv().await {
                     let Some(registry) = registry.upgrade() else { return };
                     let mut parts = payload.splitn(3, ' ');
-                    if let (Some(agent), Some(session)) = (parts.next(), parts.next()) {
-                        registry.bump(&(agent.to_owned(), session.to_owned()));
+                    match channel.as_str() {
+                        COMMANDS => {
+                            if let (Some(target), Some(agent)) = (parts.next(), parts.next()) {
+                                registry.bump(&inbox_key(target, agent));
+                            }
+                        }
+                        REPLIES => {
+                            if let Some(id) = parts.next().and_then(|id| id.parse().ok()) {
+                                registry.bump(&reply_key(id));
+                            }
+                        }
+                        _ => {
+                            if let (Some(agent), Some(session)) = (parts.next(), parts.next()) {
+                                registry.bump(&(agent.to_owned(), session.to_owned()));
+                            }
+                        }
                     }
                 }
                 tracing::warn!("the database notification connection closed; reconnecting");

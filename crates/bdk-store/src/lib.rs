@@ -8,6 +8,7 @@ pub mod artifacts;
 pub mod conformance;
 pub mod error;
 pub mod fs;
+pub mod lease;
 pub mod record;
 pub mod rules;
 pub mod timed;
@@ -19,5 +20,6 @@ pub use api::{
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
+pub use lease::{Claim, Incoming, SessionLeases};
 pub use record::{SessionRecord, SessionStatus};
 pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};

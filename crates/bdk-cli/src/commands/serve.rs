@@ -132,6 +132,7 @@ async fn serve(
     let pg_options = bdk_store_pg::PgOptions {
         migrate: !args.no_migrate,
         pool_size: args.database_pool_size,
+        session_lease: session_lease_from_env()?,
         ..bdk_store_pg::PgOptions::default()
     };
     let mut backends = bdk_server::backend::Backends::new(args.database_url.clone(), pg_options);
@@ -309,4 +310,18 @@ fn refuse_unconfinable(projects: &[bdk_project::Project], allow_unconfined: bool
     bdk_tools::sandbox::set_allow_unconfined(true);
     eprintln!("warning: {agents}: tools run UNCONFINED (--allow-unconfined): {why}");
     Ok(())
+}
+
+/// `BDK_SESSION_LEASE_MS`: how long a replica's session lease outlives its last heartbeat (the
+/// bound on noticing a dead replica; default 10 000, at least 300).
+fn session_lease_from_env() -> anyhow::Result<std::time::Duration> {
+    match std::env::var("BDK_SESSION_LEASE_MS") {
+        Ok(value) if !value.trim().is_empty() => match value.trim().parse::<u64>() {
+            Ok(ms) if ms >= 300 => Ok(std::time::Duration::from_millis(ms)),
+            _ => anyhow::bail!(
+                "BDK_SESSION_LEASE_MS must be a whole number of milliseconds, at least 300 (got {value:?})"
+            ),
+        },
+        _ => Ok(bdk_store_pg::DEFAULT_SESSION_LEASE),
+    }
 }

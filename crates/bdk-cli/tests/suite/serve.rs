@@ -29,7 +29,7 @@ pub(super) fn write_project(root: &Path, slug: &str, steps: &[&str]) -> PathBuf 
 }
 
 /// A step streaming `words` words, `delay_ms` before each event.
-fn slow_step(words: usize, delay_ms: u64) -> String {
+pub(super) fn slow_step(words: usize, delay_ms: u64) -> String {
     let text = (0..words).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
     format!("text = \"{text}\"\ndelay_ms = {delay_ms}")
 }
@@ -103,7 +103,7 @@ impl Server {
     }
 
     /// SIGKILL, and reap.
-    fn kill(mut self) {
+    pub(super) fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
     }

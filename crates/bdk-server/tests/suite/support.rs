@@ -26,6 +26,57 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
     tokio::time::timeout(WAIT, future).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
+/// `BDK_TEST_BACKEND=postgres` runs this suite on the PostgreSQL backend (a fresh schema of
+/// `BDK_TEST_DATABASE_URL` per host, with session leases); anything else on the filesystem.
+async fn backend_database() -> Option<(bdk_test_support::postgres::TestDb, Arc<bdk_store_pg::PgDatabase>)> {
+    if std::env::var("BDK_TEST_BACKEND").ok().as_deref() != Some("postgres") {
+        return None;
+    }
+    let db = bdk_test_support::postgres::fresh("server_suite")
+        .await
+        .expect("BDK_TEST_BACKEND=postgres needs BDK_TEST_DATABASE_URL");
+    let options = bdk_store_pg::PgOptions { schema: Some(db.schema().to_owned()), pool_size: 4, ..Default::default() };
+    let database = bdk_store_pg::PgDatabase::connect(db.base_url(), &options).await.unwrap();
+    Some((db, database))
+}
+
+/// One agent's stores on the backend this run uses.
+struct Backend {
+    stores: bdk_store::Stores,
+    artifacts: Arc<dyn bdk_store::ArtifactStore>,
+    timed: Arc<dyn bdk_store::TimedStore>,
+    leases: Option<Arc<dyn bdk_store::SessionLeases>>,
+}
+
+impl Backend {
+    async fn open(
+        database: Option<&(bdk_test_support::postgres::TestDb, Arc<bdk_store_pg::PgDatabase>)>,
+        slug: &str,
+        state_dir: &Path,
+    ) -> Backend {
+        match database {
+            Some((_, database)) => {
+                let store = bdk_store_pg::PgStore::new(database.clone(), slug, state_dir);
+                Backend {
+                    stores: store.stores(),
+                    artifacts: Arc::new(store.clone()),
+                    timed: store.timed(),
+                    leases: Some(store.leases()),
+                }
+            }
+            None => {
+                let store = FsStore::open(state_dir).unwrap();
+                Backend {
+                    stores: store.stores(),
+                    artifacts: Arc::new(store.clone()),
+                    timed: Arc::new(store.clone()),
+                    leases: None,
+                }
+            }
+        }
+    }
+}
+
 /// Writes a minimal valid project `<root>/<slug>/bot/`.
 pub fn write_project(root: &Path, slug: &str) -> PathBuf {
     let dir = root.join(slug);
@@ -116,9 +167,10 @@ impl Builder {
         });
         let mut agents = Vec::new();
         let host_tokens = bdk_server::HostTokens::new();
+        let database = backend_database().await;
         for project in discovery.projects {
             let state_dir = dir.path().join("state").join(&project.slug);
-            let store = FsStore::open(&state_dir).unwrap();
+            let backend = Backend::open(database.as_ref(), &project.slug, &state_dir).await;
             let tools: Arc<dyn bdk_tools::ToolRegistry> = if self.files.is_empty() {
                 Arc::new(bdk_tools::NoTools)
             } else {
@@ -127,12 +179,13 @@ impl Builder {
             let options = EngineOptions {
                 host: Some(host_tokens.authority(&project.slug)),
                 capabilities: bdk_engine::capabilities(&project, &state_dir),
-                artifacts: Some(Arc::new(store.clone())),
+                artifacts: Some(backend.artifacts.clone()),
+                leases: backend.leases.clone(),
                 ..EngineOptions::default()
             };
             let engine = Engine::with_options(
                 AgentConfig::from_project(&project),
-                store.stores(),
+                backend.stores.clone(),
                 provider.clone() as Arc<dyn ModelProvider>,
                 tools,
                 options,
@@ -140,7 +193,7 @@ impl Builder {
             engine.recover().await.unwrap();
             let reminders = bdk_engine::reminders::Reminders::new(
                 engine.clone(),
-                Arc::new(store.clone()),
+                backend.timed.clone(),
                 Arc::new(bdk_engine::clock::SystemClock),
                 &project.caps.reminders,
             );
@@ -179,6 +232,7 @@ impl Builder {
             stop: Some(stop),
             task: Some(task),
             _dir: Some(dir),
+            _database: database.map(|(db, _)| db),
         }
     }
 }
@@ -198,6 +252,8 @@ pub struct Host {
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
     _dir: Option<tempfile::TempDir>,
+    /// The schema of a `BDK_TEST_BACKEND=postgres` run, dropped with the host.
+    _database: Option<bdk_test_support::postgres::TestDb>,
 }
 
 /// A response's status and JSON body (`Value::Null` when the body is not JSON).
@@ -255,6 +311,7 @@ impl Host {
             stop: None,
             task: None,
             _dir: None,
+            _database: None,
         }
     }
 

@@ -1,3 +1,5 @@
+mod artifacts;
 mod conformance;
 mod database;
+mod leases;
 mod support;

@@ -1,0 +1,176 @@
+//! PostgreSQL turn benchmark (`cargo bench -p bdk-server --bench pg_turns`, needs
+//! `BDK_TEST_DATABASE_URL`): text turns through the engine on the PostgreSQL backend with the
+//! scripted provider in-process, so what is measured is the host: latency of one text turn
+//! (request to the durable `session.waiting`, p50/p99), and turns per second with 1 and with 3
+//! replicas (each its own pool, `LISTEN` connection and session leases) on one database, the
+//! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
+//! one running it (so every follow-up is forwarded to the lease holder).
+//!
+//! Prints figures; never fails on them. `BDK_BENCH_TURNS`, `BDK_BENCH_SESSIONS` scale it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bdk_engine::{Admission, AgentConfig, Engine, EngineOptions, FollowUp, Principal, StartSession};
+use bdk_model::ScriptedProvider;
+use bdk_protocol::EventData;
+use bdk_protocol::event::SessionMode;
+use bdk_store::EventStream;
+use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
+
+use bdk_test_support::postgres::{self, TestDb};
+use bdk_tools::NoTools;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+async fn replica(db: &TestDb, local: &std::path::Path) -> Engine {
+    replica_at(&db.url(), local).await
+}
+
+/// A replica on `url` (its search path names the test schema).
+async fn replica_at(url: &str, local: &std::path::Path) -> Engine {
+    let options = PgOptions { pool_size: 16, ..PgOptions::default() };
+    let database = PgDatabase::connect(url, &options).await.unwrap();
+    let store = PgStore::new(database, "bench", local.join(format!("r{}", fastrand_suffix())));
+    let config = AgentConfig {
+        slug: "bench".into(),
+        instructions: "You are a benchmark.".into(),
+        max_steps: 4,
+        max_running_turns: 256,
+        idle_timeout: Duration::from_secs(60),
+    };
+    let options = EngineOptions { leases: Some(store.leases()), ..EngineOptions::default() };
+    Engine::with_options(config, store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools), options)
+}
+
+fn fastrand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+fn start(message: &str) -> StartSession {
+    StartSession {
+        message: message.into(),
+        principal: Principal::new("bench"),
+        channel: "http".into(),
+        continuation_key: None,
+        mode: SessionMode::Chat,
+        title: None,
+        dry_run: false,
+        as_of: None,
+        purpose: None,
+        workspace_files: Vec::new(),
+    }
+}
+
+fn follow_up(i: usize, token: String) -> FollowUp {
+    FollowUp {
+        message: format!("message {i}"),
+        principal: Principal::new("bench"),
+        continuation_token: token,
+        admission: Admission::Preempt,
+        workspace_files: Vec::new(),
+    }
+}
+
+async fn next_waiting(stream: &mut EventStream) {
+    while let Some(event) = stream.next().await {
+        if matches!(event.unwrap().data, EventData::SessionWaiting(_)) {
+            return;
+        }
+    }
+    panic!("stream ended");
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Sequential follow-ups in one session on one replica.
+async fn latency(engine: &Engine, turns: usize, label: &str) {
+    let principal = Principal::new("bench");
+    let started = engine.start_session(start("hello")).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = engine.follow(&id, &principal, 0).await.unwrap();
+    next_waiting(&mut stream).await;
+    let mut token = started.continuation_token;
+    let mut samples = Vec::with_capacity(turns);
+    for i in 0..turns {
+        let t0 = Instant::now();
+        token = engine.follow_up(&id, follow_up(i, token)).await.unwrap().continuation_token;
+        next_waiting(&mut stream).await;
+        samples.push(t0.elapsed());
+    }
+    samples.sort();
+    println!(
+        "text turn on PostgreSQL ({label}; {turns} sequential follow-ups, request to session.waiting): \
+         p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(&samples, 0.5)),
+        ms(percentile(&samples, 0.9)),
+        ms(percentile(&samples, 0.99)),
+    );
+}
+
+/// `sessions` sessions x `turns` turns, session `s` started on replica `s % n` and followed up
+/// through replica `(s + 1) % n`.
+async fn throughput(engines: &[Engine], sessions: usize, turns: usize) {
+    let n = engines.len();
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..sessions {
+        let (home, other) = (engines[s % n].clone(), engines[(s + 1) % n].clone());
+        tasks.push(tokio::spawn(async move {
+            let principal = Principal::new("bench");
+            let started = home.start_session(start(&format!("session {s}"))).await.unwrap();
+            let id = started.session_id.clone();
+            let mut stream = other.follow(&id, &principal, 0).await.unwrap();
+            next_waiting(&mut stream).await;
+            let mut token = started.continuation_token;
+            for i in 1..turns {
+                token = other.follow_up(&id, follow_up(i, token)).await.unwrap().continuation_token;
+                next_waiting(&mut stream).await;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let elapsed = t0.elapsed();
+    let total = sessions * turns;
+    println!(
+        "throughput ({n} replica{}, {sessions} sessions x {turns} turns{}): {total} turns in {:.2} s = {:.0} turns/s",
+        if n == 1 { "" } else { "s" },
+        if n == 1 { "" } else { ", follow-ups forwarded" },
+        elapsed.as_secs_f64(),
+        total as f64 / elapsed.as_secs_f64()
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let Some(db) = postgres::fresh("bench_pg_turns").await else { return };
+        let local = tempfile::tempdir().unwrap();
+        let turns = env_usize("BDK_BENCH_TURNS", 200);
+        let sessions = env_usize("BDK_BENCH_SESSIONS", 32);
+        // The same database without waiting for each commit's WAL flush: what durability costs.
+        let relaxed = replica_at(&format!("{}%20-c%20synchronous_commit%3Doff", db.url()), local.path()).await;
+        latency(&relaxed, turns, "synchronous_commit = off").await;
+        relaxed.drain(Duration::from_secs(5)).await;
+        let one = replica(&db, local.path()).await;
+        latency(&one, turns, "durable commits").await;
+        throughput(std::slice::from_ref(&one), sessions, 10).await;
+        let three = vec![one.clone(), replica(&db, local.path()).await, replica(&db, local.path()).await];
+        throughput(&three, sessions, 10).await;
+        for engine in &three {
+            engine.drain(Duration::from_secs(5)).await;
+        }
+    });
+}

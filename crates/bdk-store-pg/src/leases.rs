@@ -1,0 +1,336 @@
+//! [`SessionLeases`] on PostgreSQL: `bdk_session_leases` says which replica runs each session,
+//! `bdk_session_commands` carries commands to it.
+//!
+//! - A lease is claimed with one upsert that only overwrites a row that is this replica's or
+//!   past its `expires_at`, so two replicas racing for a session get one winner from the
+//!   database, not from a timer. The heartbeat renews every lease of this replica (one `UPDATE`)
+//!   every third of the lease period; a replica that stops (SIGKILL, lost network) stops
+//!   renewing, and its leases are free to claim one period later.
+//! - A forwarded command is a row (its body as JSON text) plus `NOTIFY bdk_commands`; the target's
+//!   inbox claims its pending rows once (`taken`), hands them to the engine, writes each answer
+//!   into `reply` and sends `NOTIFY bdk_replies`. Notifications only wake: the inbox also looks
+//!   every [`INBOX_POLL`], the sender every [`REPLY_POLL`], so a lost notification costs latency.
+//!
+//! It knows nothing of what a command means (the engine encodes and answers them).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bdk_protocol::{SessionId, TurnId};
+use bdk_store::{BoxFuture, Claim, Error, Incoming, Result, SessionLeases};
+use deadpool_postgres::Pool;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::db::PgDatabase;
+use crate::error::{db, encode};
+use crate::notify::{inbox_key, reply_key};
+use crate::store::PgStore;
+
+/// How often an inbox looks for commands without being notified.
+const INBOX_POLL: Duration = Duration::from_secs(1);
+
+/// How often a sender looks for its answer without being notified.
+const REPLY_POLL: Duration = Duration::from_millis(250);
+
+/// Commands an inbox holds before it stops claiming more.
+const INBOX_DEPTH: usize = 256;
+
+/// A fresh replica id: the process id and a random suffix (unique across restarts and hosts).
+pub(crate) fn replica_id() -> String {
+    let random = TurnId::generate();
+    let suffix = random.as_str().rsplit('_').next().unwrap_or(random.as_str()).to_owned();
+    format!("r{}-{suffix}", std::process::id())
+}
+
+/// Renews every lease this replica holds, every third of `period`, until the database handle
+/// is dropped. A failed renewal is logged; the next one tries again.
+pub(crate) async fn heartbeat(pool: Pool, replica: String, period: Duration) {
+    let millis = period.as_millis() as f64;
+    let mut tick = tokio::time::interval(period / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let renewed = async {
+            let client = pool.get().await.map_err(crate::error::pool)?;
+            client
+                .execute(
+                    "UPDATE bdk_session_leases SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+                     WHERE replica = $1",
+                    &[&replica, &millis],
+                )
+                .await
+                .map_err(db)
+        }
+        .await;
+        if let Err(error) = renewed {
+            tracing::warn!(%error, "could not renew this replica's session leases");
+        }
+    }
+}
+
+static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
+
+impl PgStore {
+    /// This agent's session leases (the engine's coordination with other replicas).
+    pub fn leases(&self) -> Arc<dyn SessionLeases> {
+        Arc::new(self.clone())
+    }
+
+    fn lease_millis(&self) -> f64 {
+        self.db.session_lease.as_millis() as f64
+    }
+}
+
+impl SessionLeases for PgStore {
+    fn replica(&self) -> &str {
+        &self.db.replica
+    }
+
+    fn period(&self) -> Duration {
+        self.db.session_lease
+    }
+
+    fn acquire<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Claim>> {
+        Box::pin(async move {
+            let token = format!("{}:{}", self.db.replica, NEXT_TOKEN.fetch_add(1, Ordering::Relaxed));
+            let client = self.db.client().await?;
+            // Two rounds: a lease released between the upsert and the read is claimed again.
+            for _ in 0..2 {
+                let claimed = client
+                    .execute(
+                        "INSERT INTO bdk_session_leases AS l (agent, session_id, replica, token, expires_at) \
+                         VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 millisecond') \
+                         ON CONFLICT (agent, session_id) DO UPDATE \
+                         SET replica = EXCLUDED.replica, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at \
+                         WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()",
+                        &[&&*self.agent, &session.as_str(), &self.db.replica, &token, &self.lease_millis()],
+                    )
+                    .await
+                    .map_err(db)?;
+                if claimed == 1 {
+                    return Ok(Claim::Held { token });
+                }
+                let holder = client
+                    .query_opt(
+                        "SELECT replica FROM bdk_session_leases WHERE agent = $1 AND session_id = $2",
+                        &[&&*self.agent, &session.as_str()],
+                    )
+                    .await
+                    .map_err(db)?;
+                if let Some(row) = holder {
+                    return Ok(Claim::Elsewhere { replica: row.get(0) });
+                }
+            }
+            Err(Error::Unavailable(format!("the lease of session {session} keeps changing hands; retry")))
+        })
+    }
+
+    fn release<'a>(&'a self, session: &'a SessionId, token: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let client = self.db.client().await?;
+            client
+                .execute(
+                    "DELETE FROM bdk_session_leases WHERE agent = $1 AND session_id = $2 AND token = $3",
+                    &[&&*self.agent, &session.as_str(), &token],
+                )
+                .await
+                .map_err(db)?;
+            Ok(())
+        })
+    }
+
+    fn holder<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Option<String>>> {
+        Box::pin(async move {
+            let client = self.db.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT replica FROM bdk_session_leases WHERE agent = $1 AND session_id = $2 \
+                     AND expires_at > now()",
+                    &[&&*self.agent, &session.as_str()],
+                )
+                .await
+                .map_err(db)?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
+    fn expired(&self) -> BoxFuture<'_, Result<Vec<SessionId>>> {
+        Box::pin(async move {
+            let client = self.db.client().await?;
+            let rows = client
+                .query(
+                    "SELECT session_id FROM bdk_session_leases WHERE agent = $1 AND expires_at < now() \
+                     ORDER BY expires_at LIMIT 1000",
+                    &[&&*self.agent],
+                )
+                .await
+                .map_err(db)?;
+            Ok(rows.iter().filter_map(|row| SessionId::parse(row.get::<_, String>(0)).ok()).collect())
+        })
+    }
+
+    fn forward<'a>(
+        &'a self,
+        replica: &'a str,
+        session: &'a SessionId,
+        body: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>> {
+        Box::pin(async move {
+            let text = serde_json::to_string(&body).map_err(encode)?;
+            let id: i64 = {
+                let client = self.db.client().await?;
+                let row = client
+                    .query_one(
+                        "WITH c AS (INSERT INTO bdk_session_commands (agent, session_id, target, sender, body) \
+                         VALUES ($1, $2, $3, $4, $5) RETURNING id) \
+                         SELECT id, pg_notify('bdk_commands', $3 || ' ' || $1 || ' ' || id) FROM c",
+                        &[&&*self.agent, &session.as_str(), &replica, &self.db.replica, &text],
+                    )
+                    .await
+                    .map_err(db)?;
+                row.get(0)
+            };
+            let mut signal = self.db.notifier.subscribe_key(reply_key(id));
+            let waited = tokio::time::timeout(timeout, async {
+                loop {
+                    signal.receiver.borrow_and_update();
+                    let client = self.db.client().await?;
+                    // The answer, or whether the target still holds a live lease on the session.
+                    let row = client
+                        .query_opt(
+                            "SELECT c.reply, c.taken, EXISTS (SELECT 1 FROM bdk_session_leases l \
+                             WHERE l.agent = c.agent AND l.session_id = c.session_id AND l.replica = c.target \
+                             AND l.expires_at > now()) FROM bdk_session_commands c WHERE c.id = $1",
+                            &[&id],
+                        )
+                        .await
+                        .map_err(db)?;
+                    let Some(row) = row else {
+                        return Err(Error::Unavailable(format!("command {id} for session {session} vanished")));
+                    };
+                    if let Some(reply) = row.get::<_, Option<String>>(0) {
+                        return Ok::<_, Error>(reply);
+                    }
+                    if !row.get::<_, bool>(1) && !row.get::<_, bool>(2) {
+                        // The target died (or let go) before taking it: the lease is free to claim.
+                        return Err(Error::Unavailable(format!(
+                            "replica {replica} no longer holds session {session}; retry"
+                        )));
+                    }
+                    drop(client);
+                    let _ = tokio::time::timeout(REPLY_POLL, signal.receiver.changed()).await;
+                }
+            })
+            .await;
+            // The row is done with either way (an unanswered one is withdrawn).
+            if let Ok(client) = self.db.client().await {
+                let _ = client.execute("DELETE FROM bdk_session_commands WHERE id = $1", &[&id]).await;
+            }
+            match waited {
+                Ok(Ok(reply)) => serde_json::from_str(&reply)
+                    .map_err(|e| Error::Backend(format!("a forwarded command's answer is not JSON: {e}"))),
+                Ok(Err(error)) => Err(error),
+                Err(_) => Err(Error::Unavailable(format!(
+                    "replica {replica}, which runs session {session}, did not answer within {} s",
+                    timeout.as_secs()
+                ))),
+            }
+        })
+    }
+
+    fn serve(&self) -> Option<mpsc::Receiver<Incoming>> {
+        let first =
+            self.db.inboxes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(self.agent.to_string());
+        if !first {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(INBOX_DEPTH);
+        tokio::spawn(inbox(Arc::downgrade(&self.db), self.agent.to_string(), tx));
+        Some(rx)
+    }
+}
+
+/// Claims the commands sent to this replica for `agent` and hands them to the engine until the
+/// engine drops its receiver or the database handle goes away.
+async fn inbox(db: std::sync::Weak<PgDatabase>, agent: String, tx: mpsc::Sender<Incoming>) {
+    let mut signal = match db.upgrade() {
+        Some(db) => db.notifier.subscribe_key(inbox_key(&db.replica, &agent)),
+        None => return,
+    };
+    loop {
+        signal.receiver.borrow_and_update();
+        let Some(database) = db.upgrade() else { return };
+        match claim(&database, &agent).await {
+            Ok(commands) => {
+                for (id, session, body) in commands {
+                    let (reply, answer) = oneshot::channel();
+                    if tx.send(Incoming { session, body, reply }).await.is_err() {
+                        return;
+                    }
+                    tokio::spawn(answer_when_done(db.clone(), id, answer));
+                }
+            }
+            Err(error) => tracing::warn!(%error, "could not read forwarded session commands"),
+        }
+        drop(database);
+        if tx.is_closed() {
+            return;
+        }
+        let _ = tokio::time::timeout(INBOX_POLL, signal.receiver.changed()).await;
+    }
+}
+
+/// Marks this replica's pending commands for `agent` taken and returns them (each once).
+async fn claim(db: &PgDatabase, agent: &str) -> Result<Vec<(i64, SessionId, Value)>> {
+    let client = db.client().await?;
+    let rows = client
+        .query(
+            "UPDATE bdk_session_commands SET taken = true WHERE target = $1 AND agent = $2 AND NOT taken \
+             RETURNING id, session_id, body",
+            &[&db.replica, &agent],
+        )
+        .await
+        .map_err(db_error)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let id: i64 = row.get(0);
+        let (Ok(session), Ok(body)) =
+            (SessionId::parse(row.get::<_, String>(1)), serde_json::from_str::<Value>(row.get(2)))
+        else {
+            tracing::warn!(id, "ignoring a malformed forwarded command");
+            continue;
+        };
+        out.push((id, session, body));
+    }
+    Ok(out)
+}
+
+fn db_error(error: tokio_postgres::Error) -> Error {
+    db(error)
+}
+
+/// Writes the engine's answer to command `id` and wakes its sender.
+async fn answer_when_done(db: std::sync::Weak<PgDatabase>, id: i64, answer: oneshot::Receiver<Value>) {
+    let Ok(value) = answer.await else { return };
+    let Some(db) = db.upgrade() else { return };
+    let written = async {
+        let text = serde_json::to_string(&value).map_err(encode)?;
+        let client = db.client().await?;
+        client
+            .execute(
+                "WITH r AS (UPDATE bdk_session_commands SET reply = $2 WHERE id = $1 RETURNING id) \
+                 SELECT pg_notify('bdk_replies', id::text) FROM r",
+                &[&id, &text],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok::<_, Error>(())
+    }
+    .await;
+    if let Err(error) = written {
+        tracing::warn!(id, %error, "could not answer a forwarded session command");
+    }
+}

@@ -1,0 +1,111 @@
+//! Session leases between replicas of one database: one holder at a time (also when fifty
+//! claims race), a dead holder's lease expires and is claimed by another, a stale release leaves
+//! a newer holding alone, and a forwarded command is answered by the replica it was sent to (or
+//! fails fast when that replica holds nothing). Every wait has a timeout.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bdk_protocol::SessionId;
+use bdk_store::{Claim, SessionLeases};
+use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
+use bdk_test_support::postgres::{self, TestDb};
+use serde_json::json;
+
+use super::support::options;
+
+const LEASE: Duration = Duration::from_millis(600);
+
+async fn replica(db: &TestDb) -> PgStore {
+    let opts = PgOptions { session_lease: LEASE, pool_size: 4, ..options(db) };
+    let database = PgDatabase::connect(db.base_url(), &opts).await.unwrap();
+    PgStore::new(database, "agent", std::env::temp_dir().join("bdk-pg-leases-unused"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_has_one_holder_until_its_holder_stops_renewing_it() {
+    let Some(db) = postgres::fresh("leases_holder").await else { return };
+    let (a, b) = (replica(&db).await, replica(&db).await);
+    let id = SessionId::generate();
+    let Claim::Held { token: first } = a.acquire(&id).await.unwrap() else { panic!("a free lease is claimed") };
+    assert_eq!(b.acquire(&id).await.unwrap(), Claim::Elsewhere { replica: a.replica().to_owned() });
+    // The heartbeat keeps it past its period.
+    tokio::time::sleep(LEASE * 2).await;
+    assert_eq!(b.acquire(&id).await.unwrap(), Claim::Elsewhere { replica: a.replica().to_owned() });
+    assert!(b.expired().await.unwrap().is_empty());
+    // Its own holder claims it again under a new token; the old token's release changes nothing.
+    let Claim::Held { token: second } = a.acquire(&id).await.unwrap() else { panic!("the holder renews") };
+    assert_ne!(first, second);
+    a.release(&id, &first).await.unwrap();
+    assert!(matches!(b.acquire(&id).await.unwrap(), Claim::Elsewhere { .. }));
+
+    // a dies (its database handle and heartbeat go): one period later b may take over.
+    let a_replica = a.replica().to_owned();
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if b.expired().await.unwrap().contains(&id) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "a's lease never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Claim::Held { token } = b.acquire(&id).await.unwrap() else { panic!("an expired lease is claimed") };
+    assert!(b.expired().await.unwrap().is_empty());
+    assert_ne!(a_replica, b.replica());
+    // Released, it is free for anyone.
+    b.release(&id, &token).await.unwrap();
+    let c = replica(&db).await;
+    assert!(matches!(c.acquire(&id).await.unwrap(), Claim::Held { .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_racing_claims_on_three_replicas_get_one_holder() {
+    let Some(db) = postgres::fresh("leases_race").await else { return };
+    let replicas = Arc::new(vec![replica(&db).await, replica(&db).await, replica(&db).await]);
+    let id = SessionId::generate();
+    let mut claims = Vec::new();
+    for i in 0..50 {
+        let (replicas, id) = (replicas.clone(), id.clone());
+        claims.push(tokio::spawn(async move {
+            let r = &replicas[i % 3];
+            (r.replica().to_owned(), r.acquire(&id).await.unwrap())
+        }));
+    }
+    let mut holders = std::collections::HashSet::new();
+    let mut named = std::collections::HashSet::new();
+    for claim in claims {
+        match claim.await.unwrap() {
+            (replica, Claim::Held { .. }) => drop(holders.insert(replica)),
+            (_, Claim::Elsewhere { replica }) => drop(named.insert(replica)),
+        }
+    }
+    assert_eq!(holders.len(), 1, "{holders:?}");
+    assert!(named.is_subset(&holders), "{named:?} {holders:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_command_is_answered_by_its_target() {
+    let Some(db) = postgres::fresh("leases_forward").await else { return };
+    let (a, b) = (replica(&db).await, replica(&db).await);
+    let id = SessionId::generate();
+    assert!(matches!(b.acquire(&id).await.unwrap(), Claim::Held { .. }));
+    let mut inbox = b.serve().expect("the first serve gets the inbox");
+    assert!(b.serve().is_none());
+    let answering = tokio::spawn(async move {
+        let incoming = inbox.recv().await.unwrap();
+        let answer = json!({ "ok": { "session": incoming.session.as_str(), "got": incoming.body } });
+        incoming.reply.send(answer).unwrap();
+    });
+    let answer = a.forward(b.replica(), &id, json!({ "command": "ping" }), Duration::from_secs(10)).await.unwrap();
+    assert_eq!(answer, json!({ "ok": { "session": id.as_str(), "got": { "command": "ping" } } }));
+    tokio::time::timeout(Duration::from_secs(10), answering).await.unwrap().unwrap();
+
+    // A target that holds no lease on the session and never takes the command (a replica that
+    // died): fails fast, as unavailable (the caller claims the lease itself), before the timeout.
+    let other = SessionId::generate();
+    let started = Instant::now();
+    let error = a.forward("r0-gone", &other, json!({ "command": "ping" }), Duration::from_secs(20)).await;
+    assert!(error.as_ref().is_err_and(|e| e.is_unavailable()), "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}

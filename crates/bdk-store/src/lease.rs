@@ -1,0 +1,73 @@
+//! Session leases: which replica runs a session when several `bdk serve` processes share one
+//! database. A backend that serves one process (the filesystem) has none; the engine then
+//! decides everything in its own actors, as always.
+//!
+//! The contract: a replica's session actor admits commands only while it holds the session's
+//! lease. [`SessionLeases::acquire`] claims a free or expired lease (or renews this replica's
+//! own), the backend keeps held leases alive with a heartbeat, and [`SessionLeases::release`]
+//! gives one up when the actor retires. A command that reaches a replica whose peer holds the
+//! lease is forwarded to that peer ([`SessionLeases::forward`]) and answered there, so token
+//! checks, preempt, coalesce and stop run where the turn runs. This module decides nothing about
+//! turns: it carries opaque JSON commands and answers.
+
+use std::fmt;
+use std::time::Duration;
+
+use bdk_protocol::SessionId;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::api::BoxFuture;
+use crate::error::Result;
+
+/// The outcome of [`SessionLeases::acquire`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This replica holds the lease now; `token` identifies this holding (for `release`).
+    Held { token: String },
+    /// Another replica holds a live lease.
+    Elsewhere { replica: String },
+}
+
+/// A command another replica forwarded to this one: answer it on `reply`.
+#[derive(Debug)]
+pub struct Incoming {
+    pub session: SessionId,
+    pub body: Value,
+    pub reply: oneshot::Sender<Value>,
+}
+
+/// One agent's view of the session leases of a shared database.
+pub trait SessionLeases: Send + Sync + fmt::Debug {
+    /// This replica's id (unique per process).
+    fn replica(&self) -> &str;
+
+    /// How long a lease outlives its holder's last heartbeat: the bound on noticing a dead replica.
+    fn period(&self) -> Duration;
+
+    /// Claims the session's lease if it is free, expired or already this replica's.
+    fn acquire<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Claim>>;
+
+    /// Gives up a lease held under `token` (a later holding under another token is untouched).
+    fn release<'a>(&'a self, session: &'a SessionId, token: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// The replica holding a live lease on the session, if any (claims nothing).
+    fn holder<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Option<String>>>;
+
+    /// Sessions whose lease expired (its holder stopped renewing it: the replica died).
+    fn expired(&self) -> BoxFuture<'_, Result<Vec<SessionId>>>;
+
+    /// Sends `body` to `replica` for `session` and waits up to `timeout` for its answer
+    /// (`Unavailable` when none comes).
+    fn forward<'a>(
+        &'a self,
+        replica: &'a str,
+        session: &'a SessionId,
+        body: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value>>;
+
+    /// The commands other replicas forward to this one. The first call gets the receiver and
+    /// starts delivering; later calls get `None`.
+    fn serve(&self) -> Option<mpsc::Receiver<Incoming>>;
+}
