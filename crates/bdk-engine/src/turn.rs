@@ -143,15 +143,11 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         None => (context.defs.model.clone(), context.defs.price),
     };
     let started = Instant::now();
-    let span = telemetry::turn_span(
-        &core.telemetry,
-        context.trace.as_ref(),
-        &core.slug,
-        &context.session,
-        &context.turn,
-    );
-    let driven =
-        span.run(drive(&context, resume, &span, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced)).await;
+    let span =
+        telemetry::turn_span(&core.telemetry, context.trace.as_ref(), &core.slug, &context.session, &context.turn);
+    let driven = span
+        .run(drive(&context, resume, &span, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced))
+        .await;
     let (model, price) = priced;
     let stop = match driven {
         Ok(result) => {
