@@ -69,6 +69,8 @@ pub(crate) struct Core {
     pub max_output_tokens: Option<u64>,
     /// Where artifacts are kept (`artifacts.rs`).
     pub artifact_store: Option<Arc<dyn bdk_store::ArtifactStore>>,
+    /// Whether the store takes writes (`store_health.rs`); its wrappers are in `stores`.
+    pub store_health: Arc<crate::store_health::StoreHealth>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -89,6 +91,7 @@ impl Core {
     ) -> Arc<Self> {
         let model = provider.info().model;
         let price = options.price.or_else(|| bdk_model::price_for(&model));
+        let (stores, store_health) = crate::store_health::watch(stores);
         let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities);
         Arc::new(Core {
             slots: TurnSlots::new(config.max_running_turns),
@@ -110,6 +113,7 @@ impl Core {
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
             artifact_store: options.artifacts,
+            store_health,
             actors: Mutex::new(HashMap::new()),
         })
     }

@@ -50,7 +50,8 @@ pub enum EngineError {
     /// A direct write's session workspace (or a scratch one) cannot be created. HTTP 500.
     #[error("{0}")]
     WorkspaceUnavailable(String),
-    /// Storage failed; nothing was acknowledged. HTTP 500.
+    /// Storage failed; nothing was acknowledged. HTTP 500, or 503 `store_unavailable` when the
+    /// store refuses writes for now (disk full, read-only, database down).
     #[error("storage: {0}")]
     Store(#[from] bdk_store::Error),
 }
@@ -73,6 +74,7 @@ impl EngineError {
             EngineError::InvalidToolInput { .. } => "invalid_tool_input",
             EngineError::InvalidContinuationToken(_) => "invalid_continuation_token",
             EngineError::WorkspaceUnavailable(_) => "workspace_unavailable",
+            EngineError::Store(store) if store.is_unavailable() || store.is_write_fault() => "store_unavailable",
             EngineError::Store(_) => "internal_error",
         }
     }

@@ -13,7 +13,7 @@
 //! approval expired (see `approvals.rs`), so every requested call has its result.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bdk_protocol::event::{
     FailureCode, SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed,
@@ -24,7 +24,7 @@ use bdk_store::{NewEvent, SessionRecord};
 
 use crate::approvals;
 use crate::engine::Core;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::status;
 
 /// The reason recorded on a turn the host was running when it stopped.
@@ -37,8 +37,23 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 /// record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
 /// after the closing event is durable, so its log has nothing open: start-up reads no log of a
 /// settled session, and its cost follows the sessions that were open, not all state ever written.
+///
+/// A session whose closing events the store refuses (a full or read-only disk) is recovered
+/// again, in the background, each time the store takes writes again, until none is refused.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
+    // Before the pass: a recovery of the store during it is still seen by the retry.
+    let writable_again = core.store_health.recovered();
+    let (closed, refused) = recover_once(core).await?;
+    if refused {
+        tokio::spawn(retry(Arc::downgrade(core), writable_again));
+    }
+    Ok(closed)
+}
+
+/// One pass: how many turns it closed, and whether the store refused any session's events.
+async fn recover_once(core: &Arc<Core>) -> Result<(usize, bool)> {
     let mut closed = 0;
+    let mut refused = false;
     for record in core.stores.sessions.list().await? {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
@@ -47,10 +62,28 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
         core.stores.events.release(&record.id);
         match result {
             Ok(n) => closed += n,
-            Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
+            Err(error) => {
+                refused |= matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable());
+                tracing::error!(session = %record.id, %error, "could not recover a session");
+            }
         }
     }
-    Ok(closed)
+    Ok((closed, refused))
+}
+
+/// Runs recovery again each time the store takes writes again, until a pass is not refused.
+async fn retry(core: Weak<Core>, mut writable_again: tokio::sync::watch::Receiver<u64>) {
+    while writable_again.changed().await.is_ok() {
+        let Some(core) = core.upgrade() else { return };
+        match recover_once(&core).await {
+            Ok((closed, false)) => {
+                tracing::info!(turns = closed, "recovered the sessions the store had refused");
+                return;
+            }
+            Ok((_, true)) => {}
+            Err(error) => tracing::error!(%error, "recovery retry could not list sessions"),
+        }
+    }
 }
 
 async fn recover_session(core: &Core, record: &SessionRecord) -> Result<usize> {

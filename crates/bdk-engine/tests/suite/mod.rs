@@ -4,6 +4,7 @@ mod ab;
 mod admission;
 mod approvals;
 mod direct;
+mod disk_faults;
 mod dry_run;
 mod extensions;
 mod failure_codes;

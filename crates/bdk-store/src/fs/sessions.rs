@@ -52,7 +52,18 @@ impl SessionStore for FsStore {
         let id = id.clone();
         Box::pin(blocking(move || delete(&layout, &id, &syncs)))
     }
+
+    fn probe_write(&self) -> BoxFuture<'_, Result<()>> {
+        let (path, syncs) = (self.layout().root().join(PROBE_FILE), self.sync_counters());
+        Box::pin(blocking(move || {
+            let stamp = bdk_protocol::event::timestamp_now().to_rfc3339();
+            write_atomic(&path, stamp.as_bytes(), &syncs).map_err(|e| Error::io(&path, e))
+        }))
+    }
 }
+
+/// The file [`SessionStore::probe_write`] replaces in the state root (a timestamp).
+const PROBE_FILE: &str = ".write-probe";
 
 impl FsStore {
     /// Replaces an existing session's `session.json` with `write` (durable or not).
