@@ -43,6 +43,11 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
     // Before the pass: a recovery of the store during it is still seen by the retry.
     let writable_again = core.store_health.recovered();
+    // Health knows from the start whether the store takes writes (a host started on a full or
+    // read-only disk still serves reads); the wrapper notes the outcome.
+    if let Err(error) = core.stores.sessions.probe_write().await {
+        tracing::warn!(%error, "the state store refuses writes at start-up");
+    }
     let (closed, refused) = recover_once(core).await?;
     if refused {
         tokio::spawn(retry(Arc::downgrade(core), writable_again));

@@ -3,14 +3,14 @@
 
 mod artifacts;
 mod atomic;
-mod follow;
+pub(crate) mod follow;
 mod host_data;
 mod kv;
 mod layout;
 mod log;
-mod recover;
+pub(crate) mod recover;
 mod sessions;
-mod syncs;
+pub(crate) mod syncs;
 mod timed;
 mod workspaces;
 
