@@ -82,3 +82,23 @@ fn same(a: &Value, b: &Value) -> bool {
         _ => a == b,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The fuzz target's seed corpus holds (so the properties run in the normal suite too), for
+    /// every body type.
+    #[test]
+    fn the_seed_corpus_holds_the_properties() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/request_body");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            let Some((_, body)) = bytes.split_first() else { continue };
+            for selector in 0..super::BODIES {
+                super::request_body(selector, body);
+            }
+            seeds += 1;
+        }
+        assert!(seeds >= 5, "seeds in {}", dir.display());
+    }
+}

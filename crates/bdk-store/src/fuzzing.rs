@@ -56,3 +56,18 @@ pub fn recover_and_read(bytes: &[u8]) {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+#[cfg(test)]
+mod tests {
+    /// The fuzz target's seed corpus holds (so the properties run in the normal suite too).
+    #[test]
+    fn the_seed_corpus_holds_the_properties() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/log");
+        let mut seeds = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            super::recover_and_read(&std::fs::read(entry.unwrap().path()).unwrap());
+            seeds += 1;
+        }
+        assert!(seeds >= 4, "seeds in {}", dir.display());
+    }
+}
