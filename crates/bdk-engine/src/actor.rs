@@ -12,6 +12,12 @@
 //! `AgentConfig::idle_timeout` it retires: the registry forgets it and the store may release
 //! the session's log, so an idle session costs no task. The next request re-creates it from the
 //! store; nothing it holds is not also on disk.
+//!
+//! When the store refuses the closing events (a full or read-only disk), the actor keeps them
+//! (`unwritten`) and writes them as soon as writes work again: when the store's probe sees it
+//! (`store_health.rs`), on a slow timer, or ahead of the next message, which is refused (503)
+//! while they cannot be written. Nothing else lands in the log before them, and the actor does
+//! not retire while it holds them. A host stopped meanwhile closes the turn at the next start.
 
 use std::mem;
 use std::sync::Arc;
@@ -98,6 +104,18 @@ struct Settled {
     closing: Vec<NewEvent>,
 }
 
+/// Closing events the store refused, kept until it takes them (see the module docs).
+#[derive(Debug)]
+struct Unwritten {
+    events: Vec<NewEvent>,
+    /// The settled status to record once they are written (`None`: a coalesced follow-up turn
+    /// starts instead).
+    status: Option<SessionStatus>,
+}
+
+/// How often an actor holding unwritten closing events retries without a sign from the probe.
+const RETRY_UNWRITTEN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A turn task in flight.
 #[derive(Debug)]
 struct Running {
@@ -133,6 +151,8 @@ pub(crate) struct Actor {
     lease: Option<String>,
     /// With session leases: the replica found holding the lease; this actor then only refuses.
     elsewhere: Option<String>,
+    /// A settled turn's closing events the store refused (see the module docs).
+    unwritten: Option<Unwritten>,
 }
 
 impl Actor {
@@ -152,14 +172,17 @@ impl Actor {
             trace: None,
             lease: None,
             elsewhere: None,
+            unwritten: None,
         }
     }
 
     pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
         let idle_timeout = self.core.defs().config.idle_timeout;
         crate::telemetry::actors(&self.core.telemetry, 1);
+        let mut recovered = self.core.store_health.recovered();
         loop {
             let idle = self.running.is_none();
+            let stuck = self.unwritten.is_some();
             tokio::select! {
                 command = rx.recv() => match command {
                     Some(command) => {
@@ -175,7 +198,9 @@ impl Actor {
                     None => break,
                 },
                 joined = settle(&mut self.running), if !idle => self.turn_ended(joined).await,
-                () = tokio::time::sleep(idle_timeout), if idle => {
+                _ = recovered.changed(), if stuck => self.retry_unwritten().await,
+                () = tokio::time::sleep(RETRY_UNWRITTEN), if stuck => self.retry_unwritten().await,
+                () = tokio::time::sleep(idle_timeout), if idle && !stuck => {
                     if self.core.retire(&self.id, &rx) {
                         break;
                     }
@@ -349,11 +374,24 @@ impl Actor {
         crate::telemetry::admission(&self.core.telemetry, kind);
         // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
         // and both are written together.
-        let mut events =
-            if coalesce { Vec::new() } else { self.interrupt().await.map(|o| o.closing).unwrap_or_default() };
+        let preempted = if coalesce { None } else { self.interrupt().await };
+        // Closing events the store refused earlier go first; while they cannot be written,
+        // neither can the message (503), and they stay kept.
+        let mut events = self.unwritten.as_ref().map(|u| u.events.clone()).unwrap_or_default();
+        events.extend(preempted.iter().flat_map(|p| p.closing.iter().cloned()));
         let received = MessageReceived { text: request.message, principal: None };
         events.push(NewEvent::new(EventData::MessageReceived(received)));
-        self.append(events).await?;
+        if let Err(error) = self.append(events).await {
+            if let Some(preempted) = preempted
+                && matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable())
+            {
+                // The preempted turn is closed like any other once the store takes writes.
+                let (events, status) = self.settle_events(preempted);
+                self.unwritten = Some(Unwritten { events, status: Some(status) });
+            }
+            return Err(error);
+        }
+        self.unwritten = None;
         let continuation_token = self.rotate_token().await?;
         let turn_id = if coalesce {
             self.pending += 1;
@@ -375,7 +413,7 @@ impl Actor {
         if let Some(outcome) = self.interrupt().await {
             self.close(outcome).await?;
         }
-        Ok(())
+        self.write_unwritten().await
     }
 
     /// Rotates an HTTP token (channel tokens are stable) and marks the session `running` (a
@@ -489,24 +527,57 @@ impl Actor {
             tracing::warn!(session = %self.id, %error, "could not save the session workspace");
         }
         self.busy.store(false, Ordering::SeqCst);
-        let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
+        if matches!(outcome.end, TurnEnd::Failed { error: FailureCode::Storage, .. }) {
+            // What the turn folded may not all be in the log: the next turn reads it afresh.
+            self.conversation = None;
+        }
         let result = if outcome.end == TurnEnd::Suspended {
             // Left open for the next start to restore: no session-level event, still `running`.
             self.append(outcome.closing).await
-        } else if self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining() {
-            self.pending = 0;
-            let written = self.append(outcome.closing).await;
-            let files = mem::take(&mut self.pending_files);
-            self.start_turn(files, None);
-            written
+        } else if self.follow_up_waits() {
+            self.unwritten = Some(Unwritten { events: outcome.closing, status: None });
+            self.write_unwritten().await
         } else {
             self.close(outcome).await
         };
         if let Err(error) = result {
             tracing::error!(session = %self.id, %error, "could not record the end of a turn");
         }
-        // Only now may `drain` return: the turn's last events are durable.
+        // Only now may `drain` return: the turn's last events are durable (or kept, when the
+        // store refuses them; recovery closes the turn if the host stops first).
         drop(running);
+    }
+
+    /// Whether coalesced messages wait for a follow-up turn once the running one closes.
+    fn follow_up_waits(&self) -> bool {
+        let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
+        self.pending > 0 && mode == SessionMode::Chat && !self.core.is_draining()
+    }
+
+    /// Writes the closing events the store refused earlier, if any; then records the settled
+    /// status, or starts the coalesced follow-up turn. On failure they stay kept.
+    async fn write_unwritten(&mut self) -> Result<()> {
+        let Some(unwritten) = &self.unwritten else { return Ok(()) };
+        self.append(unwritten.events.clone()).await?;
+        let status = self.unwritten.take().and_then(|u| u.status);
+        match status {
+            Some(status) => self.save_status(status).await,
+            None if self.follow_up_waits() && self.running.is_none() => {
+                self.pending = 0;
+                let files = mem::take(&mut self.pending_files);
+                self.start_turn(files, None);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// [`write_unwritten`](Self::write_unwritten) from the retry timer or the probe's signal.
+    async fn retry_unwritten(&mut self) {
+        match self.write_unwritten().await {
+            Ok(()) => tracing::info!(session = %self.id, "wrote the end of a turn the store had refused"),
+            Err(error) => tracing::debug!(session = %self.id, %error, "the store still refuses the end of a turn"),
+        }
     }
 
     /// The turn's outcome, taking back the conversation fold. A turn task that panicked gets
@@ -536,10 +607,34 @@ impl Actor {
     /// Writes the turn's closing events and the session-level event after them: chat sessions
     /// wait for a follow-up, task sessions end.
     async fn close(&mut self, outcome: Settled) -> Result<()> {
+        if outcome.end == TurnEnd::Suspended {
+            // Left open for the next start to restore: no session-level event, still `running`.
+            return self.append(outcome.closing).await;
+        }
+        let (events, status) = self.settle_events(outcome);
+        crate::turn_log::closed(&self.id, &events);
+        match self.append(events.clone()).await {
+            Ok(()) => {
+                self.save_status(status).await;
+                Ok(())
+            }
+            Err(EngineError::Store(error)) if error.is_write_fault() || error.is_unavailable() => {
+                self.unwritten = Some(Unwritten { events, status: Some(status) });
+                Err(EngineError::Store(error))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The turn's closing events and the session-level event after them, and the status the
+    /// session settles in.
+    fn settle_events(&self, outcome: Settled) -> (Vec<NewEvent>, SessionStatus) {
         let mode = self.record.as_ref().map_or(SessionMode::Chat, |r| r.mode);
         let (data, status) = match (mode, outcome.end) {
-            (_, TurnEnd::Suspended) => return self.append(outcome.closing).await,
-            (SessionMode::Chat, _) => (EventData::SessionWaiting(SessionWaiting {}), SessionStatus::Waiting),
+            // A suspended turn never gets here (`close` writes it as it is).
+            (SessionMode::Chat, _) | (SessionMode::Task, TurnEnd::Suspended) => {
+                (EventData::SessionWaiting(SessionWaiting {}), SessionStatus::Waiting)
+            }
             (SessionMode::Task, TurnEnd::Completed { result }) => {
                 (EventData::SessionCompleted(SessionCompleted { result }), SessionStatus::Completed)
             }
@@ -549,10 +644,7 @@ impl Actor {
         };
         let mut events = outcome.closing;
         events.push(NewEvent::new(data));
-        crate::turn_log::closed(&self.id, &events);
-        self.append(events).await?;
-        self.save_status(status).await;
-        Ok(())
+        (events, status)
     }
 
     async fn append(&self, events: Vec<NewEvent>) -> Result<()> {

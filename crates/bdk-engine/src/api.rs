@@ -185,6 +185,12 @@ impl Engine {
         &self.inner.telemetry
     }
 
+    /// Whether the state store takes writes right now (what `/v1/health` reports). A store
+    /// that refused a write (disk full, read-only) is probed every second until it takes one.
+    pub fn store_status(&self) -> crate::StoreStatus {
+        self.inner.store_health.status()
+    }
+
     pub fn hooks(&self) -> Vec<crate::hooks::HookStatus> {
         self.inner.hooks.as_ref().map(|hub| hub.status()).unwrap_or_default()
     }

@@ -73,6 +73,8 @@ pub(crate) struct Core {
     pub telemetry: bdk_telemetry::Telemetry,
     /// Session leases shared with other replicas (`remote.rs`); `None` on one process.
     pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
+    /// Whether the store takes writes (`store_health.rs`); its wrappers are in `stores`.
+    pub store_health: Arc<crate::store_health::StoreHealth>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -96,6 +98,7 @@ impl Core {
             events: crate::telemetry::timed_log(stores.events.clone(), &options.telemetry),
             ..stores
         };
+        let (stores, store_health) = crate::store_health::watch(stores);
         let (stores, hooks) = crate::hooks::tap(stores, &config.slug, &options.capabilities, &options.telemetry);
         let defs = Defs::new(Definitions {
             config: config.clone(),
@@ -123,6 +126,7 @@ impl Core {
             reminders: Mutex::new(None),
             telemetry: options.telemetry,
             leases: options.leases,
+            store_health,
             actors: Mutex::new(HashMap::new()),
         });
         if let Some(leases) = &core.leases {

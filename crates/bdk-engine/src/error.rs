@@ -54,7 +54,8 @@ pub enum EngineError {
     /// command could not be handed to it. HTTP 503: retry (the lease moves when it retires or dies).
     #[error("session {session} is running on replica {replica}; retry shortly")]
     LeasedElsewhere { session: SessionId, replica: String },
-    /// Storage failed; nothing was acknowledged. HTTP 500.
+    /// Storage failed; nothing was acknowledged. HTTP 500, or 503 `store_unavailable` when the
+    /// store refuses writes for now (disk full, read-only, database down).
     #[error("storage: {0}")]
     Store(#[from] bdk_store::Error),
 }
@@ -78,6 +79,7 @@ impl EngineError {
             EngineError::InvalidContinuationToken(_) => "invalid_continuation_token",
             EngineError::WorkspaceUnavailable(_) => "workspace_unavailable",
             EngineError::LeasedElsewhere { .. } => "session_leased_elsewhere",
+            EngineError::Store(store) if store.is_unavailable() || store.is_write_fault() => "store_unavailable",
             EngineError::Store(_) => "internal_error",
         }
     }

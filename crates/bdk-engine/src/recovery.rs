@@ -17,7 +17,7 @@
 //! call has its result.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use bdk_protocol::event::{
     FailureCode, SessionCompleted, SessionFailed, SessionMode, SessionWaiting, TurnFailStatus, TurnFailed,
@@ -29,7 +29,7 @@ use bdk_store::{NewEvent, SessionRecord};
 use crate::actor::Command;
 use crate::approvals;
 use crate::engine::Core;
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::resume::Plan;
 use crate::status;
 use crate::subagents;
@@ -46,8 +46,29 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 /// settled session. The store lists those sessions from its index of open sessions
 /// (`SessionStore::list_open`), so start-up does not even read a settled session's record: its
 /// cost follows the sessions that were open, not all state ever written.
+///
+///
+/// A session whose closing events the store refuses (a full or read-only disk) is recovered
+/// again, in the background, each time the store takes writes again, until none is refused.
 pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
+    // Before the pass: a recovery of the store during it is still seen by the retry.
+    let writable_again = core.store_health.recovered();
+    // Health knows from the start whether the store takes writes (a host started on a full or
+    // read-only disk still serves reads); the wrapper notes the outcome.
+    if let Err(error) = core.stores.sessions.probe_write().await {
+        tracing::warn!(%error, "the state store refuses writes at start-up");
+    }
+    let (closed, refused) = recover_once(core).await?;
+    if refused {
+        tokio::spawn(retry(Arc::downgrade(core), writable_again));
+    }
+    Ok(closed)
+}
+
+/// One pass: how many turns it closed, and whether the store refused any session's events.
+async fn recover_once(core: &Arc<Core>) -> Result<(usize, bool)> {
     let mut closed = 0;
+    let mut refused = false;
     for record in core.stores.sessions.list_open().await? {
         if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
             continue;
@@ -67,10 +88,28 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
         core.release_if_idle(&record.id);
         match result {
             Ok(n) => closed += n,
-            Err(error) => tracing::error!(session = %record.id, %error, "could not recover a session"),
+            Err(error) => {
+                refused |= matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable());
+                tracing::error!(session = %record.id, %error, "could not recover a session");
+            }
         }
     }
-    Ok(closed)
+    Ok((closed, refused))
+}
+
+/// Runs recovery again each time the store takes writes again, until a pass is not refused.
+async fn retry(core: Weak<Core>, mut writable_again: tokio::sync::watch::Receiver<u64>) {
+    while writable_again.changed().await.is_ok() {
+        let Some(core) = core.upgrade() else { return };
+        match recover_once(&core).await {
+            Ok((closed, false)) => {
+                tracing::info!(turns = closed, "recovered the sessions the store had refused");
+                return;
+            }
+            Ok((_, true)) => {}
+            Err(error) => tracing::error!(%error, "recovery retry could not list sessions"),
+        }
+    }
 }
 
 /// Recovers one session. `restore`: a turn waiting for approvals is handed back to its actor

@@ -85,6 +85,17 @@ impl ApiError {
         )
     }
 
+    /// 503 `store_unavailable`: the state root takes no writes (disk full, read-only); reads
+    /// still work. The detail (with its path) is logged.
+    pub fn store_unwritable(detail: &dyn std::fmt::Display) -> Self {
+        tracing::warn!(error = %detail, "the state store refuses writes");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the state store takes no writes right now (disk full or read-only); retry shortly",
+        )
+    }
+
     pub fn with_challenge(mut self, challenge: &'static str) -> Self {
         self.challenge = Some(challenge);
         self
@@ -119,6 +130,7 @@ impl From<EngineError> for ApiError {
             | EngineError::InvalidContinuationToken(_) => StatusCode::BAD_REQUEST,
             EngineError::WorkspaceUnavailable(_) => StatusCode::INTERNAL_SERVER_ERROR,
             EngineError::Store(store) if store.is_unavailable() => return ApiError::store_unavailable(store),
+            EngineError::Store(store) if store.is_write_fault() => return ApiError::store_unwritable(store),
             EngineError::Store(_) => return ApiError::internal(&err),
         };
         let details = match &err {
@@ -189,5 +201,17 @@ mod tests {
         let api = ApiError::from(err);
         assert_eq!(api.status, StatusCode::INTERNAL_SERVER_ERROR);
         assert!(!api.message.contains("/secret"));
+    }
+
+    #[test]
+    fn a_full_or_read_only_disk_is_503_store_unavailable() {
+        for raw in [28, 30] {
+            let source = std::io::Error::from_raw_os_error(raw);
+            let err = EngineError::Store(bdk_store::Error::Io { path: "/secret/state/session.json".into(), source });
+            assert_eq!(err.code(), "store_unavailable");
+            let api = ApiError::from(err);
+            assert_eq!((api.status.as_u16(), api.code), (503, "store_unavailable"));
+            assert!(!api.message.contains("/secret"), "{}", api.message);
+        }
     }
 }

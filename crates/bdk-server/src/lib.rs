@@ -13,6 +13,8 @@ pub mod backend;
 pub mod channels;
 pub mod error;
 pub mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod host_services;
 pub mod listen;
 pub mod logs;

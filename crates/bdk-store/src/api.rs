@@ -92,6 +92,14 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 
     /// Removes the session, its log and its workspace. `false` if it did not exist.
     fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<bool>>;
+
+    /// Checks that the backend takes durable writes right now, with a small write of its own
+    /// (no session data). The engine calls it while writes are failing (a full or read-only
+    /// disk), to notice by itself when they work again. Backends that report their own outages
+    /// (`Unavailable`) need no probe: the default answers `Ok`.
+    fn probe_write(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// The append-only event log of each session: the source of truth for everything that happened.

@@ -44,8 +44,8 @@ pub enum Error {
     #[error("event could not be encoded: {0}")]
     Encode(#[source] serde_json::Error),
 
-    /// The log's writer stopped (the session was deleted or closed, or a write failed and could
-    /// not be rolled back). Reopening the log starts a new writer.
+    /// The log's writer stopped (the session was deleted or the log closed). Reopening the log
+    /// starts a new writer. A failed write does not stop it: see [`Error::is_write_fault`].
     #[error("the event log of session {0} is closed")]
     LogClosed(SessionId),
 
@@ -102,8 +102,40 @@ impl Error {
         matches!(self, Error::Unavailable(_))
     }
 
+    /// Whether the state root refused a write: the disk (or the quota) is full, or the file
+    /// system is read-only. Nothing was acknowledged, and the same write may succeed once the
+    /// disk is fixed; servers answer 503 `store_unavailable`, and a read still works.
+    pub fn is_write_fault(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if is_write_fault(source))
+    }
+
     /// Whether this is an IO error of kind `NotFound`.
     pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// Whether an IO error means "this file system takes no writes right now" (see
+/// [`Error::is_write_fault`]).
+pub fn is_write_fault(error: &io::Error) -> bool {
+    use io::ErrorKind::{FileTooLarge, QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+    matches!(error.kind(), StorageFull | QuotaExceeded | ReadOnlyFilesystem | FileTooLarge)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_and_read_only_disks_are_write_faults_and_survive_duplication() {
+        for raw in [28, 30, 122] {
+            // ENOSPC, EROFS, EDQUOT
+            let error = Error::io("/state/events.ndjson", io::Error::from_raw_os_error(raw));
+            assert!(error.is_write_fault(), "{error}");
+            assert!(error.duplicate().is_write_fault(), "a failed batch's other waiters see the same kind");
+        }
+        assert!(!Error::io("/x", io::Error::from(io::ErrorKind::NotFound)).is_write_fault());
+        assert!(!Error::io("/x", io::Error::from_raw_os_error(13)).is_write_fault(), "EACCES is a setup error");
+        assert!(!Error::Unavailable("db down".into()).is_write_fault());
     }
 }

@@ -8,6 +8,8 @@ pub mod artifacts;
 pub mod conformance;
 pub mod error;
 pub mod fs;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod lease;
 pub mod record;
 pub mod rules;

@@ -5,6 +5,7 @@ mod admission;
 mod approvals;
 mod compaction;
 mod direct;
+mod disk_faults;
 mod dry_run;
 mod extensions;
 mod failure_codes;

@@ -552,7 +552,7 @@ pub(crate) fn host_routes() -> Router<AgentState> {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PostBody {
+pub(crate) struct PostBody {
     body: String,
     /// `COMMENT` (default), `APPROVE` or `REQUEST_CHANGES` (reviews only).
     #[serde(default)]

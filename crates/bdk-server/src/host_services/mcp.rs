@@ -25,13 +25,13 @@ pub fn routes() -> Router<AgentState> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ToolsBody {
+pub(crate) struct ToolsBody {
     server: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CallBody {
+pub(crate) struct CallBody {
     server: String,
     tool: String,
     #[serde(default)]

@@ -24,7 +24,7 @@ pub fn routes() -> Router<AgentState> {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CancelBody {
+pub(crate) struct CancelBody {
     id: String,
 }
 

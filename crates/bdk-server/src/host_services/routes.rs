@@ -148,7 +148,7 @@ async fn session(caller: HostCaller) -> OkJson<SessionInfo> {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct KeyBody {
+pub(crate) struct KeyBody {
     key: String,
     #[serde(default)]
     scope: Scope,
@@ -158,7 +158,7 @@ struct KeyBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PutBody {
+pub(crate) struct PutBody {
     key: String,
     value: Value,
     #[serde(default)]
@@ -169,7 +169,7 @@ struct PutBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PrefixBody {
+pub(crate) struct PrefixBody {
     #[serde(default)]
     prefix: String,
     #[serde(default)]
@@ -180,7 +180,7 @@ struct PrefixBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PathBody {
+pub(crate) struct PathBody {
     path: String,
     #[serde(default)]
     scope: Scope,
@@ -201,7 +201,7 @@ enum Encoding {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct WriteBody {
+pub(crate) struct WriteBody {
     path: String,
     content: String,
     #[serde(default)]
@@ -214,7 +214,7 @@ struct WriteBody {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CallToolBody {
+pub(crate) struct CallToolBody {
     name: String,
     #[serde(default = "empty_object")]
     input: Value,

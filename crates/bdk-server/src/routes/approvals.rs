@@ -42,7 +42,7 @@ async fn list(
 /// The body of `POST /v1/session/:id/approvals/:callId`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct DecisionBody {
+pub(crate) struct DecisionBody {
     decision: serde_json::Value,
 }
 

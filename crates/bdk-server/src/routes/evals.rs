@@ -114,7 +114,7 @@ async fn list_runs(State(state): State<AgentState>) -> ApiResult<OkJson<RunList>
 /// The body of `POST /v1/dev/evals/runs` (an empty body runs everything).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StartBody {
+pub(crate) struct StartBody {
     #[serde(default)]
     filter_ids: Vec<String>,
     #[serde(default)]

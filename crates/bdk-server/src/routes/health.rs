@@ -3,6 +3,10 @@
 //! Besides `status`, it tells an operator what they need (the [`Operator`] group): the version
 //! and uptime, the telemetry export, each agent's schedules, and, with `?check=model`, whether
 //! the model provider answers at all (one request to its base URL, a few seconds at most).
+//!
+//! Always 200 while the process answers (it is a liveness check: restarting the host does not
+//! fix a full disk, and reads still work). When the state store refuses writes, `status` is
+//! `degraded` and `store` says why; both go back by themselves once a probe write succeeds.
 
 use std::time::Duration;
 
@@ -28,8 +32,16 @@ pub struct Health {
     /// The last hot reload under `serve --dev` (absent otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reload: Option<crate::reload::ReloadReport>,
+    /// Present only while the state store refuses writes (`writable: false`, `error`, `since`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<bdk_engine::StoreStatus>,
     #[serde(flatten)]
     pub operator: Operator,
+}
+
+/// `ok`, or `degraded` while the store refuses writes.
+pub fn status_of(store: Option<&bdk_engine::StoreStatus>) -> &'static str {
+    if store.is_some() { "degraded" } else { "ok" }
 }
 
 /// What an operator reads beside `status`.
@@ -101,7 +113,16 @@ pub async fn agent_health(State(state): State<AgentState>, Query(query): Query<H
     let check_model = query.check.as_deref() == Some("model");
     let operator = operator(&state.app, Some(&state.agent), check_model).await;
     let reload = state.app.reload.as_ref().map(|r| r.report());
-    OkJson(Health { status: "ok", slug: Some(state.agent.slug().to_owned()), agents: None, hooks, reload, operator })
+    let store = Some(state.agent.engine.store_status()).filter(|s| !s.writable);
+    OkJson(Health {
+        status: status_of(store.as_ref()),
+        slug: Some(state.agent.slug().to_owned()),
+        agents: None,
+        hooks,
+        reload,
+        store,
+        operator,
+    })
 }
 
 /// The operator group for the host (`agent: None`) or one agent.

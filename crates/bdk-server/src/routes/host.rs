@@ -23,10 +23,20 @@ pub fn routes(state: AppState) -> Router {
     router.with_state(state)
 }
 
+/// `degraded` with the first failing agent's `store` while any agent's store refuses writes.
 async fn host_health(State(state): State<AppState>) -> OkJson<Health> {
     let reload = state.reload.as_ref().map(|r| r.report());
     let operator = crate::routes::health::operator(&state, None, false).await;
-    OkJson(Health { status: "ok", slug: None, agents: Some(state.agents.len()), hooks: Vec::new(), reload, operator })
+    let store = state.agents.iter().map(|agent| agent.engine.store_status()).find(|s| !s.writable);
+    OkJson(Health {
+        status: crate::routes::health::status_of(store.as_ref()),
+        slug: None,
+        agents: Some(state.agents.len()),
+        hooks: Vec::new(),
+        reload,
+        store,
+        operator,
+    })
 }
 
 #[derive(Debug, Serialize)]

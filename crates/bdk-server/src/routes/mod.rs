@@ -18,9 +18,9 @@ use crate::extract::BodyLimit;
 use crate::state::{AgentState, AppState, Mode};
 
 mod abs;
-mod approvals;
+pub(crate) mod approvals;
 mod artifacts;
-mod evals;
+pub(crate) mod evals;
 mod health;
 mod host;
 mod info;

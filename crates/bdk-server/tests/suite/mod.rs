@@ -5,6 +5,7 @@ mod channels;
 mod channels_github;
 mod channels_slack;
 mod connections;
+mod disk_faults;
 mod errors;
 mod evals;
 mod fakes;

@@ -100,6 +100,8 @@ pub struct Builder {
     /// Extra project files (path under the project folder, content); with any, the agents run
     /// their project's real tools instead of none.
     files: Vec<(String, String)>,
+    /// Where the agents' state goes (`<dir>/<slug>`); a temp folder by default.
+    state_root: Option<PathBuf>,
 }
 
 pub fn host() -> Builder {
@@ -110,6 +112,7 @@ pub fn host() -> Builder {
         script: None,
         grace: Duration::from_secs(5),
         files: Vec::new(),
+        state_root: None,
     }
 }
 
@@ -143,6 +146,12 @@ impl Builder {
         self
     }
 
+    /// Puts the agents' state under `root` (a small file system a test fills, say).
+    pub fn state_root(mut self, root: &Path) -> Self {
+        self.state_root = Some(root.to_owned());
+        self
+    }
+
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -169,7 +178,7 @@ impl Builder {
         let host_tokens = bdk_server::HostTokens::new();
         let database = backend_database().await;
         for project in discovery.projects {
-            let state_dir = dir.path().join("state").join(&project.slug);
+            let state_dir = self.state_root.clone().unwrap_or_else(|| dir.path().join("state")).join(&project.slug);
             let backend = Backend::open(database.as_ref(), &project.slug, &state_dir).await;
             let tools: Arc<dyn bdk_tools::ToolRegistry> = if self.files.is_empty() {
                 Arc::new(bdk_tools::NoTools)

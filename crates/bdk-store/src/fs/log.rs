@@ -5,10 +5,17 @@
 //! Order of effects for every batch: assign indices → write → fsync → update the durable mark
 //! and broadcast (under one lock, so a new follower sees each event exactly once: on disk below
 //! the mark or on the channel above it) → acknowledge. Replay and follow live in `follow.rs`.
+//!
+//! A failed write (disk full, file system read-only) fails its batch and nothing else: the
+//! writer cuts the file back to the durable length, or, when even that fails, remembers to cut
+//! it before its next write, so a torn line never sits under a later append. The writer keeps
+//! running, and readers never see past the durable mark. A log whose file cannot be opened for
+//! writing (a read-only file system) still opens for reading; the writer opens the file at its
+//! first write.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bdk_protocol::event::timestamp_now;
@@ -120,7 +127,12 @@ impl LogHandle {
                     return Err(Error::SessionNotFound(session));
                 }
                 let recovered = recover(&path, &syncs)?;
-                let file = OpenOptions::new().append(true).open(&path).map_err(|e| Error::io(&path, e))?;
+                let file = match open_append(&path) {
+                    Ok(file) => Some(Arc::new(file)),
+                    // Reads work; the writer opens the file at its first write.
+                    Err(e) if e.is_write_fault() => None,
+                    Err(e) => return Err(e),
+                };
                 Ok((recovered, file))
             })
             .await?
@@ -140,7 +152,8 @@ impl LogHandle {
         });
         let (requests, rx) = mpsc::channel(options.queue_capacity.max(1));
         let writer = Writer {
-            file: Arc::new(file),
+            file,
+            cut_pending: recovered.cut_pending,
             shared: shared.clone(),
             session_json,
             len: recovered.len,
@@ -171,7 +184,11 @@ impl LogHandle {
 
 /// The only owner of the file's write side.
 struct Writer {
-    file: Arc<File>,
+    /// `None` until the file can be opened for appending (see the module docs).
+    file: Option<Arc<File>>,
+    /// The file may hold bytes past `len` (a failed write that could not be rolled back, or a
+    /// torn tail recovery could not cut): cut them before the next write.
+    cut_pending: bool,
     shared: Arc<Shared>,
     session_json: PathBuf,
     len: u64,
@@ -202,6 +219,7 @@ impl Writer {
                 }
             }
             if let Err(fatal) = self.commit(&mut batch).await {
+                // Only a deleted session stops the writer; a failed write fails its batch.
                 tracing::error!(session = %self.shared.session, error = %fatal, "event log writer stopped");
                 break;
             }
@@ -209,8 +227,8 @@ impl Writer {
         // Requests still queued are dropped here; their callers get `LogClosed`.
     }
 
-    /// Writes one batch. `Err` means the writer cannot continue (the file state is unknown or
-    /// the session is gone); every waiter of the batch has been answered either way.
+    /// Writes one batch. `Err` means the writer cannot continue (the session is gone); every
+    /// waiter of the batch has been answered either way.
     async fn commit(&mut self, batch: &mut Vec<AppendRequest>) -> Result<()> {
         let mut buf = Vec::with_capacity(batch.len() * 512);
         let mut checkpoints = Vec::new();
@@ -258,18 +276,21 @@ impl Writer {
         }
 
         let new_len = self.len + buf.len() as u64;
-        let written = {
-            let (file, path, session_json) = (self.file.clone(), self.shared.path.clone(), self.session_json.clone());
-            let (session, syncs) = (self.shared.session.clone(), self.syncs.clone());
-            blocking(move || {
-                // A session folder deleted behind our back must not be written to (the file
-                // would be an orphan and the ack a lie).
-                if !session_json.exists() {
-                    return Err(Error::SessionNotFound(session));
-                }
-                (&*file).write_all(&buf).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))
-            })
-            .await
+        let written = match self.ready().await {
+            Ok(file) => {
+                let (path, session_json) = (self.shared.path.clone(), self.session_json.clone());
+                let (session, syncs) = (self.shared.session.clone(), self.syncs.clone());
+                blocking(move || {
+                    // A session folder deleted behind our back must not be written to (the file
+                    // would be an orphan and the ack a lie).
+                    if !session_json.exists() {
+                        return Err(Error::SessionNotFound(session));
+                    }
+                    write_batch(&file, &buf, &path).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))
+                })
+                .await
+            }
+            Err(error) => Err(error),
         };
 
         match written {
@@ -294,20 +315,125 @@ impl Writer {
                 Ok(())
             }
             Err(error) => {
+                let stop = matches!(error, Error::SessionNotFound(_));
+                if !stop {
+                    // Whatever part of the batch reached the file is cut before the waiters
+                    // hear of the failure, or before the next write if the cut fails too.
+                    self.cut_pending = true;
+                    if let Err(cut) = self.ready().await {
+                        tracing::warn!(session = %self.shared.session, error = %cut, "cannot cut a failed write yet; will before the next write");
+                    }
+                }
                 for s in staged {
                     let _ = s.ack.send(Err(error.duplicate()));
                 }
-                if matches!(error, Error::SessionNotFound(_)) {
-                    return Err(error);
-                }
-                self.roll_back().await
+                if stop { Err(error) } else { Ok(()) }
             }
         }
     }
 
-    /// Cuts the file back to the last durable length after a failed write.
-    async fn roll_back(&self) -> Result<()> {
+    /// The file, ready for the next write: opened if it could not be yet, and cut back to the
+    /// durable length if a failed write may have left bytes past it.
+    async fn ready(&mut self) -> Result<Arc<File>> {
+        if let (Some(file), false) = (&self.file, self.cut_pending) {
+            return Ok(file.clone());
+        }
         let (file, path, len, syncs) = (self.file.clone(), self.shared.path.clone(), self.len, self.syncs.clone());
-        blocking(move || file.set_len(len).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))).await
+        let cut = self.cut_pending;
+        let file = blocking(move || {
+            let file = match file {
+                Some(file) => file,
+                None => Arc::new(open_append(&path)?),
+            };
+            if cut {
+                cut_to(&file, len, &path).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))?;
+            }
+            Ok(file)
+        })
+        .await?;
+        self.file = Some(file.clone());
+        self.cut_pending = false;
+        Ok(file)
     }
 }
+
+/// Opens the log for appending.
+fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new().append(true).open(path).map_err(|e| Error::io(path, e))
+}
+
+/// Writes one batch at the end of the log: the only place the log's bytes reach the file.
+fn write_batch(mut file: &File, buf: &[u8], path: &Path) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(error) = faults::on_write(path, file, buf) {
+        return Err(error);
+    }
+    let _ = path;
+    file.write_all(buf)
+}
+
+/// Cuts the log back to `len` bytes.
+fn cut_to(file: &File, len: u64, path: &Path) -> std::io::Result<()> {
+    #[cfg(test)]
+    if let Some(error) = faults::on_cut(path) {
+        return Err(error);
+    }
+    let _ = path;
+    file.set_len(len)
+}
+
+/// Injected write faults for the unit tests: a full disk that tears a write and refuses the
+/// cuts after it. Keyed by log path, so tests running at once do not meet.
+#[cfg(test)]
+pub(crate) mod faults {
+    use std::collections::HashMap;
+    use std::fs::File;
+    use std::io::{self, Write};
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    #[derive(Debug, Default, Clone, Copy)]
+    pub struct Fault {
+        /// Writes that fail (each after writing half its bytes: a torn line).
+        pub torn_writes: u32,
+        /// Cuts (truncations) that fail.
+        pub failed_cuts: u32,
+    }
+
+    static FAULTS: Mutex<Option<HashMap<PathBuf, Fault>>> = Mutex::new(None);
+
+    pub fn inject(path: &Path, fault: Fault) {
+        let mut faults = FAULTS.lock().unwrap();
+        faults.get_or_insert_with(HashMap::new).insert(path.to_path_buf(), fault);
+    }
+
+    fn take(path: &Path, pick: impl FnOnce(&mut Fault) -> &mut u32) -> bool {
+        let mut faults = FAULTS.lock().unwrap();
+        let Some(fault) = faults.as_mut().and_then(|f| f.get_mut(path)) else { return false };
+        let left = pick(fault);
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        true
+    }
+
+    fn full() -> io::Error {
+        io::Error::from_raw_os_error(28) // ENOSPC
+    }
+
+    pub fn on_write(path: &Path, mut file: &File, buf: &[u8]) -> Option<io::Error> {
+        take(path, |f| &mut f.torn_writes).then(|| {
+            let _ = file.write_all(&buf[..buf.len() / 2]);
+            full()
+        })
+    }
+
+    pub fn on_cut(path: &Path) -> Option<io::Error> {
+        take(path, |f| &mut f.failed_cuts).then(full)
+    }
+}
+
+#[cfg(test)]
+#[path = "log_fault_tests.rs"]
+mod fault_tests;

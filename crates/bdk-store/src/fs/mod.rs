@@ -3,7 +3,7 @@
 
 mod artifacts;
 mod atomic;
-mod follow;
+pub(crate) mod follow;
 mod handoff;
 #[cfg(test)]
 mod handoff_tests;
@@ -12,9 +12,9 @@ mod kv;
 mod layout;
 mod log;
 mod open_index;
-mod recover;
+pub(crate) mod recover;
 mod sessions;
-mod syncs;
+pub(crate) mod syncs;
 mod timed;
 mod workspaces;
 

@@ -12,7 +12,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::syncs::SyncCounters;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, is_write_fault};
 
 /// Every this-many events the log remembers a byte offset, so replay can seek.
 pub(crate) const CHECKPOINT_EVERY: u64 = 128;
@@ -26,6 +26,9 @@ pub(crate) struct Recovered {
     pub checkpoints: Vec<u64>,
     /// Bytes cut off the end of the file (0 when it was intact).
     pub dropped_bytes: u64,
+    /// The torn tail could not be cut (the file system takes no writes): the file is longer
+    /// than `len` until the writer cuts it.
+    pub cut_pending: bool,
 }
 
 #[derive(Deserialize)]
@@ -34,27 +37,36 @@ struct Head {
 }
 
 /// Scans the log at `path` (creating it if missing), truncates a torn tail and returns its state.
+///
+/// The scan reads only, so a log on a file system that takes no writes (full, read-only) still
+/// opens for reading: a torn tail that cannot be cut then stays in the file, past `len`, and is
+/// reported in `cut_pending` for the writer to cut before its first write.
 pub(crate) fn recover(path: &Path, syncs: &SyncCounters) -> Result<Recovered> {
-    let existed = path.exists();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io(path, e))?;
-    if !existed && let Some(dir) = path.parent() {
-        // Make the new file's directory entry durable before anything is acknowledged in it.
-        syncs.dir(dir).map_err(|e| Error::io(dir, e))?;
-    }
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => create(path, syncs)?,
+        Err(e) => return Err(Error::io(path, e)),
+    };
     let scan = scan(&file).map_err(|e| Error::io(path, e))?;
     if let Some((offset, reason)) = scan.valid_after_damage {
         return Err(Error::Corrupt { path: path.to_path_buf(), offset, reason });
     }
     let mut dropped_bytes = 0;
+    let mut cut_pending = false;
     if let Some((offset, reason)) = scan.first_damage {
         dropped_bytes = scan.total - offset;
-        file.set_len(offset).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(path, e))?;
+        let cut = OpenOptions::new().write(true).open(path).and_then(|file| {
+            file.set_len(offset)?;
+            syncs.data(&file)
+        });
+        match cut {
+            Ok(()) => {}
+            Err(e) if is_write_fault(&e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot cut a torn tail yet: the log opens read-only");
+                cut_pending = true;
+            }
+            Err(e) => return Err(Error::io(path, e)),
+        }
         tracing::warn!(
             path = %path.display(),
             kept_events = scan.next_index,
@@ -63,7 +75,29 @@ pub(crate) fn recover(path: &Path, syncs: &SyncCounters) -> Result<Recovered> {
             "dropped a torn final write from the event log"
         );
     }
-    Ok(Recovered { len: scan.valid_len, next_index: scan.next_index, checkpoints: scan.checkpoints, dropped_bytes })
+    Ok(Recovered {
+        len: scan.valid_len,
+        next_index: scan.next_index,
+        checkpoints: scan.checkpoints,
+        dropped_bytes,
+        cut_pending,
+    })
+}
+
+/// Creates a missing log and makes its directory entry durable before anything is
+/// acknowledged in it.
+fn create(path: &Path, syncs: &SyncCounters) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(path, e))?;
+    if let Some(dir) = path.parent() {
+        syncs.dir(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    Ok(file)
 }
 
 struct Scan {

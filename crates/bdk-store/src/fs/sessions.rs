@@ -65,6 +65,14 @@ impl SessionStore for FsStore {
             Ok(deleted)
         }))
     }
+
+    fn probe_write(&self) -> BoxFuture<'_, Result<()>> {
+        let (path, syncs) = (self.layout().root().join(PROBE_FILE), self.sync_counters());
+        Box::pin(blocking(move || {
+            let stamp = bdk_protocol::event::timestamp_now().to_rfc3339();
+            write_atomic(&path, stamp.as_bytes(), &syncs).map_err(|e| Error::io(&path, e))
+        }))
+    }
 }
 
 impl FsStore {
@@ -74,6 +82,9 @@ impl FsStore {
         self.sync_counters().record_reads()
     }
 }
+
+/// The file [`SessionStore::probe_write`] replaces in the state root (a timestamp).
+const PROBE_FILE: &str = ".write-probe";
 
 impl FsStore {
     /// Replaces an existing session's `session.json` with `write` (durable or not).

@@ -1,0 +1,232 @@
+//! Whether the state store takes writes. The engine's session and event stores are wrapped so
+//! every write's outcome is seen here: a write that fails because the disk is full or read-only
+//! ([`bdk_store::Error::is_write_fault`]) marks the store unwritable, and a probe write
+//! ([`SessionStore::probe_write`]) retried every [`PROBE_EVERY`] notices by itself when writes
+//! work again. `/v1/health` reports the state; actors holding a turn's closing events that
+//! could not be written wait on [`StoreHealth::recovered`] to write them.
+//!
+//! It decides nothing about turns or requests: an unwritable store still serves reads, and each
+//! write still tries (and fails with its own error) while the state says unwritable.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bdk_protocol::{Event, SessionId};
+use bdk_store::{BoxFuture, EventLog, EventStream, NewEvent, SessionRecord, SessionStore, SharedEvent, Stores};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio::sync::watch;
+
+/// How often the probe write is retried while the store refuses writes.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// What `/v1/health` shows about the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreStatus {
+    /// Whether the last write (or probe) succeeded.
+    pub writable: bool,
+    /// Why writes fail (the OS error, without a path), while they do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When writes started failing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone)]
+struct Fault {
+    error: String,
+    since: DateTime<Utc>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    fault: Option<Fault>,
+    /// A probe task is running (it ends once the fault clears).
+    probing: bool,
+}
+
+/// The store's write health, shared by the wrapped stores, the probe and the actors.
+#[derive(Debug)]
+pub(crate) struct StoreHealth {
+    state: Mutex<State>,
+    /// Bumped each time writes work again after a fault.
+    recovered: watch::Sender<u64>,
+    sessions: Arc<dyn SessionStore>,
+}
+
+impl StoreHealth {
+    pub fn status(&self) -> StoreStatus {
+        match &self.lock().fault {
+            None => StoreStatus { writable: true, error: None, since: None },
+            Some(fault) => StoreStatus { writable: false, error: Some(fault.error.clone()), since: Some(fault.since) },
+        }
+    }
+
+    /// A receiver that changes each time writes work again after a fault.
+    pub fn recovered(&self) -> watch::Receiver<u64> {
+        self.recovered.subscribe()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Notes a write's outcome. `wrote`: success proves the store takes writes (a delete on
+    /// a full disk succeeds and proves nothing).
+    fn observe<T>(self: &Arc<Self>, result: &bdk_store::Result<T>, wrote: bool) {
+        match result {
+            Ok(_) if wrote => self.writable(),
+            Ok(_) => {}
+            Err(error) => {
+                if let Some(reason) = write_fault_reason(error) {
+                    self.unwritable(reason);
+                }
+            }
+        }
+    }
+
+    fn writable(&self) {
+        let was = self.lock().fault.take();
+        if let Some(fault) = was {
+            tracing::info!(failing_since = %fault.since, "the state store takes writes again");
+            self.recovered.send_modify(|n| *n += 1);
+        }
+    }
+
+    fn unwritable(self: &Arc<Self>, reason: String) {
+        let mut state = self.lock();
+        if state.fault.is_none() {
+            tracing::error!(error = %reason, "the state store refuses writes; reads still work, writes answer 503 until it recovers");
+        }
+        let since = state.fault.as_ref().map_or_else(Utc::now, |f| f.since);
+        state.fault = Some(Fault { error: reason, since });
+        if !state.probing {
+            state.probing = true;
+            tokio::spawn(probe(Arc::downgrade(self)));
+        }
+    }
+}
+
+/// Retries the probe write until the fault clears (or the engine is gone).
+async fn probe(health: std::sync::Weak<StoreHealth>) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(health) = health.upgrade() else { return };
+        {
+            // Under the lock: a fault noted after this sees `probing` false and starts a probe.
+            let mut state = health.lock();
+            if state.fault.is_none() {
+                state.probing = false;
+                return;
+            }
+        }
+        let result = health.sessions.probe_write().await;
+        health.observe(&result, true);
+    }
+}
+
+/// The OS error of a write fault, without its path (health answers need no auth).
+fn write_fault_reason(error: &bdk_store::Error) -> Option<String> {
+    match error {
+        bdk_store::Error::Io { source, .. } if error.is_write_fault() => Some(source.to_string()),
+        _ => None,
+    }
+}
+
+/// Wraps the session and event stores so their writes report to a new [`StoreHealth`].
+pub(crate) fn watch(stores: Stores) -> (Stores, Arc<StoreHealth>) {
+    let health = Arc::new(StoreHealth {
+        state: Mutex::new(State::default()),
+        recovered: watch::channel(0).0,
+        sessions: stores.sessions.clone(),
+    });
+    let sessions: Arc<dyn SessionStore> = Arc::new(Watched { inner: stores.sessions.clone(), health: health.clone() });
+    let events: Arc<dyn EventLog> = Arc::new(Watched { inner: stores.events.clone(), health: health.clone() });
+    (Stores { sessions, events, ..stores }, health)
+}
+
+#[derive(Debug)]
+struct Watched<T: ?Sized> {
+    inner: Arc<T>,
+    health: Arc<StoreHealth>,
+}
+
+impl<T: ?Sized> Watched<T> {
+    /// `write`, its outcome noted (`wrote`: see [`StoreHealth::observe`]).
+    fn seen<'a, R: Send + 'a>(
+        &'a self,
+        write: BoxFuture<'a, bdk_store::Result<R>>,
+        wrote: bool,
+    ) -> BoxFuture<'a, bdk_store::Result<R>> {
+        let health = self.health.clone();
+        Box::pin(async move {
+            let result = write.await;
+            health.observe(&result, wrote);
+            result
+        })
+    }
+}
+
+impl SessionStore for Watched<dyn SessionStore> {
+    fn create(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
+        self.seen(self.inner.create(record), true)
+    }
+
+    fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<Option<SessionRecord>>> {
+        self.inner.get(id)
+    }
+
+    fn update(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
+        self.seen(self.inner.update(record), true)
+    }
+
+    fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
+        self.seen(self.inner.update_derived(record), true)
+    }
+
+    fn list(&self) -> BoxFuture<'_, bdk_store::Result<Vec<SessionRecord>>> {
+        self.inner.list()
+    }
+
+    fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<bool>> {
+        self.seen(self.inner.delete(id), false)
+    }
+
+    fn probe_write(&self) -> BoxFuture<'_, bdk_store::Result<()>> {
+        self.seen(self.inner.probe_write(), true)
+    }
+}
+
+impl EventLog for Watched<dyn EventLog> {
+    fn append<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        let wrote = !events.is_empty();
+        self.seen(self.inner.append(session, events), wrote)
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
+        self.inner.read(session, from, limit)
+    }
+
+    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
+        self.inner.follow(session, from)
+    }
+
+    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<u64>> {
+        self.inner.len(session)
+    }
+
+    fn release(&self, session: &SessionId) {
+        self.inner.release(session);
+    }
+}
