@@ -190,6 +190,10 @@ impl SessionStore for Watched<dyn SessionStore> {
         self.inner.list()
     }
 
+    fn list_open(&self) -> BoxFuture<'_, bdk_store::Result<Vec<SessionRecord>>> {
+        self.inner.list_open()
+    }
+
     fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<bool>> {
         self.seen(self.inner.delete(id), false)
     }
