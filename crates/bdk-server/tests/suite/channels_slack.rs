@@ -175,6 +175,14 @@ async fn stop_in_a_thread_interrupts_its_turn() {
     let failed = has("turn.failed").await;
     assert!(format!("{failed:?}").contains("interrupted"), "{failed:?}");
     fake.record.wait_for("chat.delete").await;
+    // "Stopped." goes out when `stop` returns, which may come after the delivery side deleted
+    // its progress note (the closing events reach followers first): wait for it, not an order.
+    within("the Stopped. reply", async {
+        while !fake.record.calls().iter().any(|c| c.path == "chat.postMessage" && c.body["text"] == "Stopped.") {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let texts: Vec<String> = fake
         .record
         .calls()
