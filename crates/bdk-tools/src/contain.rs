@@ -34,8 +34,10 @@ pub fn default_max_processes() -> usize {
 
 /// Most rounds of "find, stop" before the tagged processes are killed (a fork storm).
 const STOP_ROUNDS: usize = 64;
-/// Most rounds of "find, kill" after that.
-const KILL_ROUNDS: usize = 64;
+/// How long the killed processes get to be gone before [`end_tagged`] returns. A SIGKILLed
+/// process still shows (with its environment) until the kernel has run its exit, which on a
+/// loaded machine can take longer than a few scans of `/proc`.
+const KILL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 static PROCESS_SLOTS: OnceLock<Arc<Semaphore>> = OnceLock::new();
 static MAX_PROCESSES: OnceLock<usize> = OnceLock::new();
@@ -177,7 +179,8 @@ fn finish(tag: &str, entry: Option<PathBuf>) {
 }
 
 /// Ends every process carrying one of `tags`: first stops them (so a fork storm cannot outrun
-/// the search), then kills them. Returns how many were found.
+/// the search), then kills them and waits (up to [`KILL_GRACE`]) until none is left, so a
+/// caller that returns afterwards leaves nothing running. Returns how many were found.
 pub fn end_tagged(tags: &[String]) -> usize {
     let wanted: Vec<Vec<u8>> = tags.iter().map(|t| format!("{TAG_VAR}={t}").into_bytes()).collect();
     let me = std::process::id();
@@ -195,15 +198,17 @@ pub fn end_tagged(tags: &[String]) -> usize {
     for pid in &seen {
         signal(*pid, Signal::KILL);
     }
-    for _ in 0..KILL_ROUNDS {
+    let deadline = std::time::Instant::now() + KILL_GRACE;
+    loop {
         let found = tagged(&wanted, me);
-        if found.is_empty() {
+        if found.is_empty() || std::time::Instant::now() >= deadline {
             break;
         }
         for pid in found {
             signal(pid, Signal::KILL);
             seen.insert(pid);
         }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
     seen.len()
 }
