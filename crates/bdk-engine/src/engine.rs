@@ -95,7 +95,7 @@ impl Core {
     ) -> Arc<Self> {
         let stores = crate::local_cwd::wrap(stores, options.capabilities.workspace_parent.as_deref());
         let stores = bdk_store::Stores {
-            events: crate::telemetry::timed_log(stores.events.clone(), &options.telemetry),
+            events: crate::stored_text::layer(crate::telemetry::timed_log(stores.events.clone(), &options.telemetry)),
             ..stores
         };
         let (stores, store_health) = crate::store_health::watch(stores);

@@ -42,6 +42,7 @@ mod setup;
 mod skills;
 mod status;
 mod store_health;
+pub mod stored_text;
 mod stream;
 mod subagents;
 mod telemetry;

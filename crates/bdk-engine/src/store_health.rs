@@ -11,8 +11,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bdk_protocol::{Event, SessionId};
-use bdk_store::{BoxFuture, EventLog, EventStream, NewEvent, SessionRecord, SessionStore, SharedEvent, Stores};
+use bdk_protocol::SessionId;
+use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SessionRecord, SessionStore, SharedEvent, Stores};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio::sync::watch;
@@ -203,7 +203,11 @@ impl SessionStore for Watched<dyn SessionStore> {
     }
 }
 
-impl EventLog for Watched<dyn EventLog> {
+impl LogLayer for Watched<dyn EventLog> {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.inner
+    }
+
     fn append<'a>(
         &'a self,
         session: &'a SessionId,
@@ -211,26 +215,5 @@ impl EventLog for Watched<dyn EventLog> {
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         let wrote = !events.is_empty();
         self.seen(self.inner.append(session, events), wrote)
-    }
-
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        from: u64,
-        limit: Option<usize>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
-        self.inner.read(session, from, limit)
-    }
-
-    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
-        self.inner.follow(session, from)
-    }
-
-    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<u64>> {
-        self.inner.len(session)
-    }
-
-    fn release(&self, session: &SessionId) {
-        self.inner.release(session);
     }
 }

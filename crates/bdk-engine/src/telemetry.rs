@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use bdk_model::{FinishReason, Usage as ModelUsage};
 use bdk_protocol::{Event, SessionId, TurnId};
-use bdk_store::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent};
+use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SharedEvent};
 use bdk_telemetry::{Context, HostKind, KeyValue, Span, SpanKind, Telemetry, names};
 use bdk_tools::{HostError, ToolOutcome};
 
@@ -359,7 +359,11 @@ struct TimedLog {
     telemetry: Telemetry,
 }
 
-impl EventLog for TimedLog {
+impl LogLayer for TimedLog {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.inner
+    }
+
     fn append<'a>(
         &'a self,
         session: &'a SessionId,
@@ -376,26 +380,5 @@ impl EventLog for TimedLog {
             }
             result
         })
-    }
-
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        from: u64,
-        limit: Option<usize>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
-        self.inner.read(session, from, limit)
-    }
-
-    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
-        self.inner.follow(session, from)
-    }
-
-    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<u64>> {
-        self.inner.len(session)
-    }
-
-    fn release(&self, session: &SessionId) {
-        self.inner.release(session);
     }
 }

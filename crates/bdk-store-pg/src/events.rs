@@ -146,6 +146,9 @@ impl EventLog for PgStore {
             }
         })
     }
+
+    /// Rows hold nothing per log open: nothing to free.
+    fn release(&self, _session: &SessionId) {}
 }
 
 /// Replay-then-follow over rows: reads from `next` whenever signalled (or every [`POLL`]).

@@ -103,6 +103,10 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
 }
 
 /// The append-only event log of each session: the source of truth for everything that happened.
+///
+/// Every method is required (no default body): wrappers are written as a
+/// [`LogLayer`](crate::layer::LogLayer), whose blanket impl forwards each method by name, so a
+/// method added here does not compile until that impl forwards it too.
 pub trait EventLog: Send + Sync + fmt::Debug {
     /// Appends `events` contiguously (consecutive indices, in order) and resolves once they are
     /// durable; only then are they published to followers. Indices are assigned here: dense,
@@ -124,7 +128,8 @@ pub trait EventLog: Send + Sync + fmt::Debug {
     /// A hint that the session's log will not be used for a while (its actor went idle): the
     /// backend may free what an open log holds (a writer task, a file, buffers). A log with live
     /// followers or a call in progress stays open. The next call reopens it transparently.
-    fn release(&self, _session: &SessionId) {}
+    /// Backends that hold nothing per log do nothing.
+    fn release(&self, session: &SessionId);
 }
 
 /// A replay-then-follow subscription returned by [`EventLog::follow`].

@@ -10,6 +10,7 @@ pub mod error;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod layer;
 pub mod lease;
 pub mod record;
 pub mod rules;
@@ -21,6 +22,7 @@ pub use api::{
 };
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
+pub use layer::LogLayer;
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use lease::{Claim, Incoming, SessionLeases};
 pub use record::{SessionRecord, SessionStatus};

@@ -32,7 +32,8 @@ pub fn run(args: &CostArgs) -> anyhow::Result<Exit> {
         if stores.sessions.get(&session).await?.is_none() {
             bail!("session {session} not found in {}", state.display());
         }
-        let events = stores.events.read(&session, 0, None).await?;
+        // Through the layer that expands the stored form of `turn.completed` (docs/formats.md).
+        let events = bdk_engine::stored_text::layer(stores.events).read(&session, 0, None).await?;
         Ok(cost_report(&session, &events))
     })?;
     print(&report, args.json)?;

@@ -12,6 +12,8 @@ use crate::exit::Exit;
 pub fn run(args: &TrajectoryArgs) -> anyhow::Result<Exit> {
     let bytes = std::fs::read(&args.events).with_context(|| format!("reading {}", args.events.display()))?;
     let events = parse(&bytes).with_context(|| format!("reading {}", args.events.display()))?;
+    // A session's `events.ndjson` stores repeated text as references (docs/formats.md).
+    let events = bdk_engine::stored_text::expand_log(events);
     super::run::print_json(&Trajectory::from_events(&events))?;
     Ok(Exit::Ok)
 }

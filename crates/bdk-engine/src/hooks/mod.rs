@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bdk_protocol::{Event, SessionId};
-use bdk_store::{BoxFuture, EventLog, EventStream, NewEvent, SessionStore, SharedEvent};
+use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SessionStore, SharedEvent};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -213,7 +213,11 @@ pub(crate) struct TappedLog {
     pub hub: Arc<HookHub>,
 }
 
-impl EventLog for TappedLog {
+impl LogLayer for TappedLog {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.inner
+    }
+
     fn append<'a>(
         &'a self,
         session: &'a SessionId,
@@ -224,23 +228,6 @@ impl EventLog for TappedLog {
             self.hub.notify(session, &appended);
             Ok(appended)
         })
-    }
-
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        from: u64,
-        limit: Option<usize>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
-        self.inner.read(session, from, limit)
-    }
-
-    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
-        self.inner.follow(session, from)
-    }
-
-    fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<u64>> {
-        self.inner.len(session)
     }
 
     fn release(&self, session: &SessionId) {

@@ -24,6 +24,7 @@ mod reminders_native;
 mod result_gate;
 mod schedules;
 mod skills;
+mod stored_text;
 mod subagents;
 mod support;
 mod tokens;

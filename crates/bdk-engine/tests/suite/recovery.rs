@@ -98,13 +98,9 @@ struct CountingLog {
     reads: std::sync::atomic::AtomicUsize,
 }
 
-impl EventLog for CountingLog {
-    fn append<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_store::SharedEvent>>> {
-        self.inner.append(session, events)
+impl bdk_store::LogLayer for CountingLog {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.inner
     }
 
     fn read<'a>(
@@ -115,22 +111,6 @@ impl EventLog for CountingLog {
     ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_protocol::Event>>> {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.read(session, from, limit)
-    }
-
-    fn follow<'a>(
-        &'a self,
-        session: &'a SessionId,
-        from: u64,
-    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<bdk_store::EventStream>> {
-        self.inner.follow(session, from)
-    }
-
-    fn len<'a>(&'a self, session: &'a SessionId) -> bdk_store::BoxFuture<'a, bdk_store::Result<u64>> {
-        self.inner.len(session)
-    }
-
-    fn release(&self, session: &SessionId) {
-        self.inner.release(session)
     }
 }
 

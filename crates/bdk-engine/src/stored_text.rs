@@ -1,0 +1,484 @@
+//! The reply text is stored once. A step's text reaches the log as `message.appended` deltas;
+//! `message.completed` (the step's whole text), `reasoning.completed` (the step's reasoning so
+//! far), `turn.completed.result` and `session.completed.result` repeat it. This layer, under
+//! every other wrapper of the engine's event log, writes those four as references instead and
+//! expands them again on `read`, `follow` and in what `append` returns, so everyone above it
+//! (actors, routes, hooks, recovery, evals) sees the events exactly as before.
+//!
+//! The stored form uses its own event types, which no reader outside this layer knows (they
+//! read as [`EventData::Other`]); see `docs/formats.md`:
+//! - `stored.message.completed` / `stored.reasoning.completed`: `{"from": i}` or `{"back": k}`.
+//!   The text is the concatenation of the `message.appended` (`reasoning.appended`) deltas of
+//!   the same turn with an index from `i` (or this event's index minus `k`) up to this event.
+//! - `stored.turn.completed`: the `turn.completed` data without `result`, plus `"resultAt": i`
+//!   or `"resultBack": k`: the result is the text of the `message.completed` at that index.
+//! - `stored.session.completed`: `{"resultAt": i}` or `{"resultBack": k}`, likewise.
+//!
+//! `back` counts within one append (whose events are contiguous), `from`/`resultAt` name an
+//! event of an earlier append by its index. An event is written as a reference only when its
+//! text is, byte for byte, the text the reference gives (compared by length and SHA-256 of
+//! what this layer saw appended); anything else (a turn recovered mid-step, a failed append
+//! before it) is written inline as before. Logs written before this layer read unchanged.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bdk_protocol::event::{SessionCompleted, TextCompleted, TurnCompleted};
+use bdk_protocol::{Event, EventData, SessionId, TurnId};
+use bdk_store::{BoxFuture, EventFollower, EventLog, EventStream, LogLayer, NewEvent, SharedEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The stored form of `message.completed`.
+pub const STORED_MESSAGE: &str = "stored.message.completed";
+/// The stored form of `reasoning.completed`.
+pub const STORED_REASONING: &str = "stored.reasoning.completed";
+/// The stored form of `turn.completed`.
+pub const STORED_TURN: &str = "stored.turn.completed";
+/// The stored form of `session.completed`.
+pub const STORED_SESSION: &str = "stored.session.completed";
+
+/// Expanded events kept per session for followers, so a live stream does not read a step's
+/// deltas back from the log (dropped when the session's log is released).
+const RECENT: usize = 8;
+
+/// `log` with the reply text stored once (see the module docs).
+pub fn layer(log: Arc<dyn EventLog>) -> Arc<dyn EventLog> {
+    Arc::new(StoredText { shared: Arc::new(Shared { inner: log, tracks: Mutex::default(), recent: Mutex::default() }) })
+}
+
+/// Expands the stored form in `events`, a whole log read without this layer (a file given to
+/// `bdk trajectory`, say): references to events not in `events` are left as they are.
+pub fn expand_log(events: Vec<Event>) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::with_capacity(events.len());
+    for event in events {
+        let expanded = match Stored::of(&event) {
+            Some(stored) => {
+                let base = out.first().map_or(0, |e| e.index);
+                stored.expand_from(&event, &|index| out.get(index.checked_sub(base)? as usize)).unwrap_or(event)
+            }
+            None => event,
+        };
+        out.push(expanded);
+    }
+    out
+}
+
+#[derive(Debug)]
+struct StoredText {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    inner: Arc<dyn EventLog>,
+    /// What each session's appends so far make of the open steps (taken out during an append).
+    tracks: Mutex<HashMap<SessionId, Track>>,
+    /// The latest expanded events of each session, for followers.
+    recent: Mutex<HashMap<SessionId, VecDeque<SharedEvent>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Where an event is: an index in the log, or a position in the append being prepared.
+#[derive(Debug, Clone, Copy)]
+enum Pos {
+    At(u64),
+    Batch(usize),
+}
+
+impl Pos {
+    /// The reference fields naming this position from position `here` of the batch.
+    fn name(self, here: usize, at: &str, back: &str) -> (String, u64) {
+        match self {
+            Pos::At(index) => (at.to_owned(), index),
+            Pos::Batch(k) => (back.to_owned(), (here - k) as u64),
+        }
+    }
+}
+
+/// A text's length and SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fingerprint {
+    len: usize,
+    digest: [u8; 32],
+}
+
+impl Fingerprint {
+    fn of(text: &str) -> Self {
+        Fingerprint { len: text.len(), digest: Sha256::digest(text.as_bytes()).into() }
+    }
+}
+
+/// The deltas of one kind since a step began (`message.appended`, or `reasoning.appended`).
+#[derive(Debug, Clone)]
+struct Run {
+    from: Pos,
+    len: usize,
+    hasher: Sha256,
+}
+
+impl Run {
+    fn push(run: &mut Option<Run>, at: Pos, text: &str) {
+        let run = run.get_or_insert_with(|| Run { from: at, len: 0, hasher: Sha256::new() });
+        run.len += text.len();
+        run.hasher.update(text.as_bytes());
+    }
+
+    fn fingerprint(&self) -> Fingerprint {
+        Fingerprint { len: self.len, digest: self.hasher.clone().finalize().into() }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Runs {
+    text: Option<Run>,
+    reasoning: Option<Run>,
+}
+
+/// One session's view of what it appended.
+#[derive(Debug, Default)]
+struct Track {
+    /// The open step of each turn.
+    turns: HashMap<TurnId, Runs>,
+    /// The latest `message.completed` of the session, for results that repeat it.
+    last_message: Option<(Pos, Fingerprint)>,
+}
+
+impl Track {
+    /// Turns batch positions into indices once the append has them.
+    fn settle(&mut self, written: &[SharedEvent]) {
+        let fix = |pos: &mut Pos| {
+            if let Pos::Batch(k) = *pos {
+                *pos = written.get(k).map_or(Pos::At(u64::MAX), |e| Pos::At(e.index));
+            }
+        };
+        for runs in self.turns.values_mut() {
+            for run in [&mut runs.text, &mut runs.reasoning].into_iter().flatten() {
+                fix(&mut run.from);
+            }
+        }
+        if let Some((pos, _)) = &mut self.last_message {
+            fix(pos);
+        }
+    }
+
+    /// The stored form of the `here`-th event of a batch, or `None` to write it as it is.
+    fn compact(&mut self, here: usize, event: &NewEvent) -> Option<EventData> {
+        let pos = Pos::Batch(here);
+        let turn = event.turn_id.as_ref();
+        match &event.data {
+            EventData::StepStarted(_) => {
+                if let Some(turn) = turn {
+                    self.turns.insert(turn.clone(), Runs::default());
+                }
+                None
+            }
+            EventData::MessageAppended(delta) => {
+                if let Some(turn) = turn {
+                    Run::push(&mut self.turns.entry(turn.clone()).or_default().text, pos, &delta.delta);
+                }
+                None
+            }
+            EventData::ReasoningAppended(delta) => {
+                if let Some(turn) = turn {
+                    Run::push(&mut self.turns.entry(turn.clone()).or_default().reasoning, pos, &delta.delta);
+                }
+                None
+            }
+            EventData::MessageCompleted(done) => {
+                let print = Fingerprint::of(&done.text);
+                let run = turn.and_then(|t| self.turns.get_mut(t)).and_then(|r| r.text.take());
+                self.last_message = Some((pos, print.clone()));
+                let run = run.filter(|run| run.fingerprint() == print)?;
+                Some(text_ref(STORED_MESSAGE, run.from, here))
+            }
+            EventData::ReasoningCompleted(done) => {
+                let run = turn.and_then(|t| self.turns.get(t)).and_then(|r| r.reasoning.as_ref())?;
+                (run.fingerprint() == Fingerprint::of(&done.text)).then(|| text_ref(STORED_REASONING, run.from, here))
+            }
+            EventData::TurnFailed(_) => {
+                if let Some(turn) = turn {
+                    self.turns.remove(turn);
+                }
+                None
+            }
+            EventData::TurnCompleted(done) => {
+                if let Some(turn) = turn {
+                    self.turns.remove(turn);
+                }
+                let (name, index) = self.result_ref(done.result.as_deref(), here)?;
+                let mut data = serde_json::to_value(TurnCompleted { result: None, ..done.clone() }).ok()?;
+                data.as_object_mut()?.insert(name, index.into());
+                Some(EventData::Other { event_type: STORED_TURN.into(), data })
+            }
+            EventData::SessionCompleted(done) => {
+                let (name, index) = self.result_ref(done.result.as_deref(), here)?;
+                let data = Value::Object([(name, index.into())].into_iter().collect());
+                Some(EventData::Other { event_type: STORED_SESSION.into(), data })
+            }
+            _ => None,
+        }
+    }
+
+    /// The reference to the latest `message.completed`, when `result` is its text.
+    fn result_ref(&self, result: Option<&str>, here: usize) -> Option<(String, u64)> {
+        let (pos, print) = self.last_message.as_ref()?;
+        (Fingerprint::of(result?) == *print).then(|| pos.name(here, "resultAt", "resultBack"))
+    }
+}
+
+fn text_ref(event_type: &str, from: Pos, here: usize) -> EventData {
+    let (name, index) = from.name(here, "from", "back");
+    EventData::Other { event_type: event_type.into(), data: Value::Object([(name, index.into())].into_iter().collect()) }
+}
+
+/// A reference's fields, as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Refs {
+    from: Option<u64>,
+    back: Option<u64>,
+    result_at: Option<u64>,
+    result_back: Option<u64>,
+}
+
+/// A stored-form event, decoded.
+#[derive(Debug)]
+enum Stored {
+    /// Deltas from this index (`reasoning` or message) up to the event.
+    Text { reasoning: bool, from: u64 },
+    /// The text of the `message.completed` at this index.
+    Result { message: u64, turn: Option<Box<TurnCompleted>> },
+}
+
+impl Stored {
+    fn of(event: &Event) -> Option<Stored> {
+        let EventData::Other { event_type, data } = &event.data else { return None };
+        if ![STORED_MESSAGE, STORED_REASONING, STORED_TURN, STORED_SESSION].contains(&event_type.as_str()) {
+            return None;
+        }
+        let refs: Refs = serde_json::from_value(data.clone()).ok()?;
+        let at = |at: Option<u64>, back: Option<u64>| at.or_else(|| back.and_then(|k| event.index.checked_sub(k)));
+        match event_type.as_str() {
+            STORED_MESSAGE | STORED_REASONING => Some(Stored::Text {
+                reasoning: event_type == STORED_REASONING,
+                from: at(refs.from, refs.back).filter(|&i| i < event.index)?,
+            }),
+            STORED_TURN => Some(Stored::Result {
+                message: at(refs.result_at, refs.result_back)?,
+                turn: Some(Box::new(serde_json::from_value(data.clone()).ok()?)),
+            }),
+            STORED_SESSION => Some(Stored::Result { message: at(refs.result_at, refs.result_back)?, turn: None }),
+            _ => None,
+        }
+    }
+
+    /// The first index this event needs (deltas, or the message it repeats).
+    fn needs_from(&self) -> u64 {
+        match self {
+            Stored::Text { from, .. } => *from,
+            Stored::Result { message, .. } => *message,
+        }
+    }
+
+    /// The event expanded, taking what it refers to from `get` (already expanded), or `None`
+    /// when something it needs is missing.
+    fn expand_from<'e>(self, event: &Event, get: &dyn Fn(u64) -> Option<&'e Event>) -> Option<Event> {
+        let data = match self {
+            Stored::Text { reasoning, from } => {
+                let mut text = String::new();
+                for index in from..event.index {
+                    let delta = get(index)?;
+                    if delta.turn_id != event.turn_id {
+                        continue;
+                    }
+                    match (&delta.data, reasoning) {
+                        (EventData::MessageAppended(d), false) | (EventData::ReasoningAppended(d), true) => {
+                            text.push_str(&d.delta)
+                        }
+                        _ => {}
+                    }
+                }
+                let done = TextCompleted { text };
+                if reasoning { EventData::ReasoningCompleted(done) } else { EventData::MessageCompleted(done) }
+            }
+            Stored::Result { message, turn } => {
+                let EventData::MessageCompleted(done) = &get(message)?.data else { return None };
+                let result = Some(done.text.clone());
+                match turn {
+                    Some(turn) => EventData::TurnCompleted(TurnCompleted { result, ..*turn }),
+                    None => EventData::SessionCompleted(SessionCompleted { result }),
+                }
+            }
+        };
+        Some(Event { data, ..event.clone() })
+    }
+}
+
+fn dangling(session: &SessionId, event: &Event) -> bdk_store::Error {
+    bdk_store::Error::Backend(format!(
+        "session {session}: event {} ({}) refers to text the log does not hold",
+        event.index,
+        event.event_type()
+    ))
+}
+
+impl Shared {
+    fn cached(&self, session: &SessionId, index: u64) -> Option<SharedEvent> {
+        lock(&self.recent).get(session)?.iter().find(|e| e.index == index).cloned()
+    }
+
+    fn remember(&self, session: &SessionId, events: impl IntoIterator<Item = SharedEvent>) {
+        let mut recent = lock(&self.recent);
+        let kept = recent.entry(session.clone()).or_default();
+        for event in events {
+            if kept.len() == RECENT {
+                kept.pop_front();
+            }
+            kept.push_back(event);
+        }
+    }
+
+    /// `events` (contiguous, as read from the inner log) with the stored form expanded. What a
+    /// reference needs from before the first event is read from the inner log.
+    async fn expand(&self, session: &SessionId, events: Vec<Event>) -> bdk_store::Result<Vec<Event>> {
+        let Some(base) = events.first().map(|e| e.index) else { return Ok(events) };
+        let earliest = events.iter().filter_map(Stored::of).map(|s| s.needs_from()).min();
+        let Some(earliest) = earliest else { return Ok(events) };
+        // What lies before the batch: read once, itself expanded (one level: a result refers to
+        // a message, a message to deltas), unless every reference is to a cached message.
+        let mut before: Vec<Event> = Vec::new();
+        if earliest < base {
+            let cached_only = events.iter().filter_map(Stored::of).all(|s| match s {
+                Stored::Result { message, .. } => message >= base || self.cached(session, message).is_some(),
+                Stored::Text { from, .. } => from >= base,
+            });
+            if !cached_only {
+                let read = self.inner.read(session, earliest, Some((base - earliest) as usize)).await?;
+                before = Box::pin(self.expand(session, read)).await?;
+            }
+        }
+        let mut out: Vec<Event> = Vec::with_capacity(events.len());
+        for event in events {
+            let Some(stored) = Stored::of(&event) else {
+                out.push(event);
+                continue;
+            };
+            let cached = match &stored {
+                Stored::Result { message, .. } if *message < base => self.cached(session, *message),
+                _ => None,
+            };
+            let get = |index: u64| -> Option<&Event> {
+                if index >= base {
+                    out.get((index - base) as usize)
+                } else if let Some(event) = cached.as_deref().filter(|e| e.index == index) {
+                    Some(event)
+                } else {
+                    before.get(index.checked_sub(earliest)? as usize)
+                }
+            };
+            let expanded = stored.expand_from(&event, &get).ok_or_else(|| dangling(session, &event))?;
+            out.push(expanded);
+        }
+        Ok(out)
+    }
+}
+
+impl LogLayer for StoredText {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.shared.inner
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a SessionId,
+        mut events: Vec<NewEvent>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            let mut track = lock(&shared.tracks).remove(session).unwrap_or_default();
+            let mut originals: Vec<(usize, EventData)> = Vec::new();
+            for (here, event) in events.iter_mut().enumerate() {
+                if let Some(stored) = track.compact(here, event) {
+                    originals.push((here, std::mem::replace(&mut event.data, stored)));
+                }
+            }
+            // On failure the track is dropped: what it hashed was not written, and what the
+            // session appends next is written inline until a step starts afresh.
+            let mut written = shared.inner.append(session, events).await?;
+            track.settle(&written);
+            lock(&shared.tracks).insert(session.clone(), track);
+            if originals.is_empty() {
+                return Ok(written);
+            }
+            let mut expanded = Vec::with_capacity(originals.len());
+            for (here, data) in originals {
+                if let Some(slot) = written.get_mut(here) {
+                    // The stored event's own payload is a small reference: cloning it is cheap.
+                    let event = Arc::new(Event { data, ..(**slot).clone() });
+                    expanded.push(event.clone());
+                    *slot = event;
+                }
+            }
+            shared.remember(session, expanded);
+            Ok(written)
+        })
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
+        Box::pin(async move {
+            let events = self.shared.inner.read(session, from, limit).await?;
+            self.shared.expand(session, events).await
+        })
+    }
+
+    fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
+        Box::pin(async move {
+            let inner = self.shared.inner.follow(session, from).await?;
+            Ok(Box::new(Expanding { inner, shared: self.shared.clone(), session: session.clone() }) as EventStream)
+        })
+    }
+
+    fn release(&self, session: &SessionId) {
+        lock(&self.shared.tracks).remove(session);
+        lock(&self.shared.recent).remove(session);
+        self.shared.inner.release(session);
+    }
+}
+
+/// A follower that expands the stored form: from the events the layer just appended when it
+/// still has them, else by reading what the reference needs from the log.
+#[derive(Debug)]
+struct Expanding {
+    inner: EventStream,
+    shared: Arc<Shared>,
+    session: SessionId,
+}
+
+impl EventFollower for Expanding {
+    fn next(&mut self) -> BoxFuture<'_, Option<bdk_store::Result<SharedEvent>>> {
+        Box::pin(async move {
+            let event = match self.inner.next().await? {
+                Ok(event) => event,
+                Err(error) => return Some(Err(error)),
+            };
+            if Stored::of(&event).is_none() {
+                return Some(Ok(event));
+            }
+            if let Some(cached) = self.shared.cached(&self.session, event.index) {
+                return Some(Ok(cached));
+            }
+            let expanded = self.shared.expand(&self.session, vec![(*event).clone()]).await;
+            Some(expanded.map(|mut events| Arc::new(events.remove(0))))
+        })
+    }
+}
