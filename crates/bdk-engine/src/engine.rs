@@ -122,7 +122,7 @@ impl Core {
             max_calls_per_step: options.max_tool_calls_per_step.unwrap_or(crate::dispatch::MAX_CALLS_PER_STEP).max(1),
             max_output_bytes: options.max_output_bytes.unwrap_or(crate::stream::MAX_OUTPUT_BYTES).max(1),
             max_output_tokens: options.max_output_tokens,
-            artifact_store: options.artifacts,
+            artifact_store: options.artifacts.map(|store| store_health.artifacts(store)),
             reminders: Mutex::new(None),
             telemetry: options.telemetry,
             leases: options.leases,

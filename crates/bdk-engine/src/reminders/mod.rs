@@ -96,6 +96,8 @@ pub struct Reminders {
 
 impl Reminders {
     pub fn new(engine: Engine, store: Arc<dyn TimedStore>, clock: Arc<dyn Clock>, handlers: &[ReminderDef]) -> Self {
+        // A refused write shows in `/v1/health` like a refused event append.
+        let store = engine.core().store_health.timed(store);
         let inner = Inner {
             engine,
             store,

@@ -145,6 +145,8 @@ impl Schedules {
         defs: &[ScheduleDef],
         options: ScheduleOptions,
     ) -> Self {
+        // A refused firing record shows in `/v1/health` like a refused event append.
+        let store = engine.core().store_health.timed(store);
         let schedules = defs
             .iter()
             .filter_map(|def| CronExpr::parse(&def.cron).ok().map(|cron| Schedule { def: def.clone(), cron }))

@@ -9,13 +9,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bdk_engine::{Admission, Engine};
+use bdk_engine::{Admission, Engine, HostScope};
+use bdk_protocol::CallId;
+use bdk_tools::Scope;
 use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_protocol::event::FailureCode;
 use bdk_protocol::{Event, EventData, SessionId};
-use bdk_store::{BoxFuture, EventLog, EventStream, FsStore, NewEvent, SessionRecord, SessionStore, SharedEvent};
+use bdk_store::{
+    BoxFuture, DataScope, EventLog, EventStream, FileEntry, FsStore, HostDataStore, NewEvent, SessionRecord, SessionStore,
+    SharedEvent,
+};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::support::*;
 
@@ -87,13 +92,46 @@ impl EventLog for Faulty {
     }
 }
 
+impl HostDataStore for Faulty {
+    fn kv_get<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, bdk_store::Result<Option<Value>>> {
+        self.fs.kv_get(scope, key)
+    }
+    fn kv_put<'a>(&'a self, scope: &'a DataScope, key: &'a str, value: Value) -> BoxFuture<'a, bdk_store::Result<()>> {
+        self.refuse().unwrap_or_else(|| self.fs.kv_put(scope, key, value))
+    }
+    fn kv_delete<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, bdk_store::Result<bool>> {
+        self.refuse().unwrap_or_else(|| self.fs.kv_delete(scope, key))
+    }
+    fn kv_keys<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, bdk_store::Result<Vec<String>>> {
+        self.fs.kv_keys(scope, prefix)
+    }
+    fn file_read<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, bdk_store::Result<Option<Vec<u8>>>> {
+        self.fs.file_read(scope, path)
+    }
+    fn file_write<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        path: &'a str,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, bdk_store::Result<()>> {
+        self.refuse().unwrap_or_else(|| self.fs.file_write(scope, path, bytes))
+    }
+    fn file_delete<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, bdk_store::Result<bool>> {
+        self.refuse().unwrap_or_else(|| self.fs.file_delete(scope, path))
+    }
+    fn file_list<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, bdk_store::Result<Vec<FileEntry>>> {
+        self.fs.file_list(scope, prefix)
+    }
+}
+
 fn faulty_engine(dir: &tempfile::TempDir, gate: Arc<Gated>) -> (Engine, Arc<AtomicBool>) {
     let fs = FsStore::open(dir.path().join("test")).unwrap();
     let full = Arc::new(AtomicBool::new(false));
     let faulty = Faulty { fs: fs.clone(), full: full.clone() };
     let mut stores = fs.stores();
     stores.sessions = Arc::new(faulty.clone());
-    stores.events = Arc::new(faulty);
+    stores.events = Arc::new(faulty.clone());
+    stores.data = Arc::new(faulty);
     (Engine::new(config(), stores, gate, Arc::new(TestTools::default())), full)
 }
 
@@ -191,6 +229,33 @@ async fn a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn() {
     assert_eq!(count(&events, "turn.completed"), 2, "{shape:?}");
     assert_eq!(count(&events, "turn.failed"), 0, "{shape:?}");
     assert!(events.iter().any(|e| matches!(&e.data, EventData::MessageAppended(d) if d.delta.contains("kept whole"))));
+}
+
+#[tokio::test]
+async fn a_refused_host_kv_or_file_write_marks_the_store_unwritable_until_writes_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gated::new(Arc::new(ScriptedProvider::new(vec![say("hello")])), 0);
+    let (engine, full) = faulty_engine(&dir, gate);
+    let started = within(engine.start_session(start("hi", bdk_protocol::event::SessionMode::Chat))).await.unwrap();
+    let id = started.session_id.clone();
+    settled(&engine, &id, 1).await;
+    let host = engine.host_services(HostScope::session(id.clone(), CallId::generate("memo")));
+
+    for write in ["kv", "file"] {
+        full.store(true, Ordering::SeqCst);
+        let refused = match write {
+            "kv" => within(host.kv_put(Scope::Agent, "note".into(), json!("x"))).await.unwrap_err(),
+            _ => within(host.file_write(Scope::Session, "notes/a.txt".into(), b"x".to_vec())).await.unwrap_err(),
+        };
+        assert!(!engine.store_status().writable, "a refused {write} write: {refused:?}");
+        assert!(engine.store_status().error.unwrap_or_default().contains("No space left"));
+        // Reads still work; the probe notices when writes work again.
+        within(host.kv_get(Scope::Agent, "note".into())).await.unwrap();
+        full.store(false, Ordering::SeqCst);
+        eventually(|| engine.store_status().writable).await;
+    }
+    within(host.kv_put(Scope::Agent, "note".into(), json!("kept"))).await.unwrap();
+    assert_eq!(within(host.kv_get(Scope::Agent, "note".into())).await.unwrap(), Some(json!("kept")));
 }
 
 /// Every durable event of the session, in order.
