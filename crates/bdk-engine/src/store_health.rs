@@ -17,9 +17,9 @@ use bdk_store::{
     HostDataStore, KvStore, LogLayer, NewEvent, ReminderRecord, SessionRecord, SessionStore, SharedEvent, Stores,
     Tagged, TimedKind, TimedStore,
 };
-use serde_json::Value;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use serde_json::Value;
 use tokio::sync::watch;
 
 /// How often the probe write is retried while the store refuses writes.
@@ -274,11 +274,20 @@ impl HostDataStore for Watched<dyn HostDataStore> {
         self.inner.kv_keys(scope, prefix)
     }
 
-    fn file_read<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, bdk_store::Result<Option<Vec<u8>>>> {
+    fn file_read<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        path: &'a str,
+    ) -> BoxFuture<'a, bdk_store::Result<Option<Vec<u8>>>> {
         self.inner.file_read(scope, path)
     }
 
-    fn file_write<'a>(&'a self, scope: &'a DataScope, path: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, bdk_store::Result<()>> {
+    fn file_write<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        path: &'a str,
+        bytes: Vec<u8>,
+    ) -> BoxFuture<'a, bdk_store::Result<()>> {
         self.seen(self.inner.file_write(scope, path, bytes), true)
     }
 
@@ -286,7 +295,11 @@ impl HostDataStore for Watched<dyn HostDataStore> {
         self.seen(self.inner.file_delete(scope, path), false)
     }
 
-    fn file_list<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, bdk_store::Result<Vec<FileEntry>>> {
+    fn file_list<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        prefix: &'a str,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<FileEntry>>> {
         self.inner.file_list(scope, prefix)
     }
 }
@@ -429,7 +442,10 @@ mod tests {
         };
         assert!(artifacts.tag(tag, None).await.is_err());
         let status = health.status();
-        assert!(!status.writable && status.error.as_deref().unwrap_or_default().contains("No space left"), "{status:?}");
+        assert!(
+            !status.writable && status.error.as_deref().unwrap_or_default().contains("No space left"),
+            "{status:?}"
+        );
 
         for write in ["claim", "update"] {
             let (_dir, health) = new_health();

@@ -39,8 +39,8 @@ pub const STORED_TURN: &str = "stored.turn.completed";
 /// The stored form of `session.completed`.
 pub const STORED_SESSION: &str = "stored.session.completed";
 
-/// Expanded events kept per session for followers, so a live stream does not read a step's
-/// deltas back from the log (dropped when the session's log is released).
+/// Expanded events kept per session, one copy shared by every reader (dropped when the
+/// session's log is released).
 const RECENT: usize = 8;
 
 /// `log` with the reply text stored once (see the module docs).
@@ -51,15 +51,19 @@ pub fn layer(log: Arc<dyn EventLog>) -> Arc<dyn EventLog> {
 /// Expands the stored form in `events`, a whole log read without this layer (a file given to
 /// `bdk trajectory`, say): references to events not in `events` are left as they are.
 pub fn expand_log(events: Vec<Event>) -> Vec<Event> {
+    // A saved stream may hold several sessions (a trace with subagents): index by both.
+    let mut at: HashMap<(SessionId, u64), usize> = HashMap::new();
     let mut out: Vec<Event> = Vec::with_capacity(events.len());
     for event in events {
         let expanded = match Stored::of(&event) {
             Some(stored) => {
-                let base = out.first().map_or(0, |e| e.index);
-                stored.expand_from(&event, &|index| out.get(index.checked_sub(base)? as usize)).unwrap_or(event)
+                let session = event.session_id.clone();
+                let get = |index: u64| at.get(&(session.clone(), index)).and_then(|&i| out.get(i));
+                stored.expand_from(&event, &get).unwrap_or(event)
             }
             None => event,
         };
+        at.insert((expanded.session_id.clone(), expanded.index), out.len());
         out.push(expanded);
     }
     out
@@ -73,9 +77,9 @@ struct StoredText {
 #[derive(Debug)]
 struct Shared {
     inner: Arc<dyn EventLog>,
-    /// What each session's appends so far make of the open steps (taken out during an append).
-    tracks: Mutex<HashMap<SessionId, Track>>,
-    /// The latest expanded events of each session, for followers.
+    /// What each session's appends so far make of the open steps.
+    tracks: Mutex<HashMap<SessionId, Arc<Mutex<Track>>>>,
+    /// The latest expanded events of each session, shared by every reader.
     recent: Mutex<HashMap<SessionId, VecDeque<SharedEvent>>>,
 }
 
@@ -83,19 +87,22 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Where an event is: an index in the log, or a position in the append being prepared.
+/// Where an event is: an index in the log, or a position in an append not yet acknowledged
+/// (its batch number and its place in it).
 #[derive(Debug, Clone, Copy)]
 enum Pos {
     At(u64),
-    Batch(usize),
+    Batch(u64, usize),
 }
 
 impl Pos {
-    /// The reference fields naming this position from position `here` of the batch.
-    fn name(self, here: usize, at: &str, back: &str) -> (String, u64) {
+    /// The reference fields naming this position from position `here` of batch `batch`; `None`
+    /// for a position in another append still in flight (its index is not known yet).
+    fn name(self, batch: u64, here: usize, at: &str, back: &str) -> Option<(String, u64)> {
         match self {
-            Pos::At(index) => (at.to_owned(), index),
-            Pos::Batch(k) => (back.to_owned(), (here - k) as u64),
+            Pos::At(index) => Some((at.to_owned(), index)),
+            Pos::Batch(b, k) if b == batch => Some((back.to_owned(), (here - k) as u64)),
+            Pos::Batch(..) => None,
         }
     }
 }
@@ -146,13 +153,17 @@ struct Track {
     turns: HashMap<TurnId, Runs>,
     /// The latest `message.completed` of the session, for results that repeat it.
     last_message: Option<(Pos, Fingerprint)>,
+    /// The number the next append gets.
+    next_batch: u64,
 }
 
 impl Track {
-    /// Turns batch positions into indices once the append has them.
-    fn settle(&mut self, written: &[SharedEvent]) {
+    /// Turns the positions in batch `batch` into indices once the append has them.
+    fn settle(&mut self, batch: u64, written: &[SharedEvent]) {
         let fix = |pos: &mut Pos| {
-            if let Pos::Batch(k) = *pos {
+            if let Pos::Batch(b, k) = *pos
+                && b == batch
+            {
                 *pos = written.get(k).map_or(Pos::At(u64::MAX), |e| Pos::At(e.index));
             }
         };
@@ -166,11 +177,12 @@ impl Track {
         }
     }
 
-    /// The stored form of the `here`-th event of a batch, or `None` to write it as it is.
-    fn compact(&mut self, here: usize, event: &NewEvent) -> Option<EventData> {
-        let pos = Pos::Batch(here);
-        let turn = event.turn_id.as_ref();
-        match &event.data {
+    /// The stored form of the `here`-th event of batch `batch`, or `None` to write it as it is.
+    fn compact(&mut self, batch: u64, here: usize, event: &mut NewEvent) -> Option<EventData> {
+        let pos = Pos::Batch(batch, here);
+        let NewEvent { turn_id, data } = event;
+        let turn = turn_id.as_ref();
+        match data {
             EventData::StepStarted(_) => {
                 if let Some(turn) = turn {
                     self.turns.insert(turn.clone(), Runs::default());
@@ -194,11 +206,14 @@ impl Track {
                 let run = turn.and_then(|t| self.turns.get_mut(t)).and_then(|r| r.text.take());
                 self.last_message = Some((pos, print.clone()));
                 let run = run.filter(|run| run.fingerprint() == print)?;
-                Some(text_ref(STORED_MESSAGE, run.from, here))
+                text_ref(STORED_MESSAGE, run.from, batch, here)
             }
             EventData::ReasoningCompleted(done) => {
                 let run = turn.and_then(|t| self.turns.get(t)).and_then(|r| r.reasoning.as_ref())?;
-                (run.fingerprint() == Fingerprint::of(&done.text)).then(|| text_ref(STORED_REASONING, run.from, here))
+                if run.fingerprint() != Fingerprint::of(&done.text) {
+                    return None;
+                }
+                text_ref(STORED_REASONING, run.from, batch, here)
             }
             EventData::TurnFailed(_) => {
                 if let Some(turn) = turn {
@@ -210,30 +225,40 @@ impl Track {
                 if let Some(turn) = turn {
                     self.turns.remove(turn);
                 }
-                let (name, index) = self.result_ref(done.result.as_deref(), here)?;
-                let mut data = serde_json::to_value(TurnCompleted { result: None, ..done.clone() }).ok()?;
-                data.as_object_mut()?.insert(name, index.into());
-                Some(EventData::Other { event_type: STORED_TURN.into(), data })
+                let (name, index) = self.result_ref(done.result.as_deref(), batch, here)?;
+                // The rest of the payload as it is, without the (possibly long) result.
+                let result = done.result.take();
+                let value = serde_json::to_value(&*done);
+                done.result = result;
+                let mut value = value.ok()?;
+                value.as_object_mut()?.insert(name, index.into());
+                Some(EventData::Other { event_type: STORED_TURN.into(), data: value })
             }
             EventData::SessionCompleted(done) => {
-                let (name, index) = self.result_ref(done.result.as_deref(), here)?;
-                let data = Value::Object([(name, index.into())].into_iter().collect());
-                Some(EventData::Other { event_type: STORED_SESSION.into(), data })
+                let (name, index) = self.result_ref(done.result.as_deref(), batch, here)?;
+                let value = Value::Object([(name, index.into())].into_iter().collect());
+                Some(EventData::Other { event_type: STORED_SESSION.into(), data: value })
             }
             _ => None,
         }
     }
 
     /// The reference to the latest `message.completed`, when `result` is its text.
-    fn result_ref(&self, result: Option<&str>, here: usize) -> Option<(String, u64)> {
+    fn result_ref(&self, result: Option<&str>, batch: u64, here: usize) -> Option<(String, u64)> {
         let (pos, print) = self.last_message.as_ref()?;
-        (Fingerprint::of(result?) == *print).then(|| pos.name(here, "resultAt", "resultBack"))
+        if Fingerprint::of(result?) != *print {
+            return None;
+        }
+        pos.name(batch, here, "resultAt", "resultBack")
     }
 }
 
-fn text_ref(event_type: &str, from: Pos, here: usize) -> EventData {
-    let (name, index) = from.name(here, "from", "back");
-    EventData::Other { event_type: event_type.into(), data: Value::Object([(name, index.into())].into_iter().collect()) }
+fn text_ref(event_type: &str, from: Pos, batch: u64, here: usize) -> Option<EventData> {
+    let (name, index) = from.name(batch, here, "from", "back")?;
+    Some(EventData::Other {
+        event_type: event_type.into(),
+        data: Value::Object([(name, index.into())].into_iter().collect()),
+    })
 }
 
 /// A reference's fields, as stored.
@@ -332,59 +357,80 @@ impl Shared {
         lock(&self.recent).get(session)?.iter().find(|e| e.index == index).cloned()
     }
 
-    fn remember(&self, session: &SessionId, events: impl IntoIterator<Item = SharedEvent>) {
+    /// `event` (expanded) as the one shared copy every reader of the session gets while the
+    /// layer keeps it: an earlier copy of the same index if there is one.
+    fn share(&self, session: &SessionId, event: Event) -> SharedEvent {
         let mut recent = lock(&self.recent);
         let kept = recent.entry(session.clone()).or_default();
-        for event in events {
-            if kept.len() == RECENT {
-                kept.pop_front();
-            }
-            kept.push_back(event);
+        if let Some(earlier) = kept.iter().find(|e| e.index == event.index) {
+            return earlier.clone();
         }
+        if kept.len() == RECENT {
+            kept.pop_front();
+        }
+        let event = Arc::new(event);
+        kept.push_back(event.clone());
+        event
     }
 
     /// `events` (contiguous, as read from the inner log) with the stored form expanded. What a
-    /// reference needs from before the first event is read from the inner log.
+    /// reference needs from before the first event is read from the inner log (references
+    /// point back, so one forward pass over that window and `events` expands everything).
     async fn expand(&self, session: &SessionId, events: Vec<Event>) -> bdk_store::Result<Vec<Event>> {
         let Some(base) = events.first().map(|e| e.index) else { return Ok(events) };
-        let earliest = events.iter().filter_map(Stored::of).map(|s| s.needs_from()).min();
-        let Some(earliest) = earliest else { return Ok(events) };
-        // What lies before the batch: read once, itself expanded (one level: a result refers to
-        // a message, a message to deltas), unless every reference is to a cached message.
-        let mut before: Vec<Event> = Vec::new();
-        if earliest < base {
-            let cached_only = events.iter().filter_map(Stored::of).all(|s| match s {
-                Stored::Result { message, .. } => message >= base || self.cached(session, message).is_some(),
-                Stored::Text { from, .. } => from >= base,
-            });
-            if !cached_only {
-                let read = self.inner.read(session, earliest, Some((base - earliest) as usize)).await?;
-                before = Box::pin(self.expand(session, read)).await?;
-            }
+        if !events.iter().any(|e| Stored::of(e).is_some()) {
+            return Ok(events);
         }
-        let mut out: Vec<Event> = Vec::with_capacity(events.len());
-        for event in events {
+        // Raw events [lo, base), grown backwards until every reference lands inside.
+        let mut lo = base;
+        let mut before: Vec<Event> = Vec::new();
+        // Messages a result refers to that the layer still holds expanded.
+        let mut hits: HashMap<u64, SharedEvent> = HashMap::new();
+        loop {
+            let needed = before
+                .iter()
+                .chain(&events)
+                .filter_map(Stored::of)
+                .filter(|stored| match stored {
+                    Stored::Result { message, .. } if *message < lo => match self.cached(session, *message) {
+                        Some(hit) => {
+                            hits.insert(*message, hit);
+                            false
+                        }
+                        None => true,
+                    },
+                    _ => true,
+                })
+                .map(|stored| stored.needs_from())
+                .min();
+            let Some(needed) = needed.filter(|&n| n < lo) else { break };
+            let mut read = self.inner.read(session, needed, Some((lo - needed) as usize)).await?;
+            if read.first().map(|e| e.index) != Some(needed) || read.len() as u64 != lo - needed {
+                return Err(bdk_store::Error::Backend(format!(
+                    "session {session}: events {needed}..{lo} are missing, referred to by later events"
+                )));
+            }
+            read.append(&mut before);
+            before = read;
+            lo = needed;
+        }
+        let keep = before.len();
+        let mut out: Vec<Event> = Vec::with_capacity(keep + events.len());
+        for event in before.into_iter().chain(events) {
             let Some(stored) = Stored::of(&event) else {
                 out.push(event);
                 continue;
             };
-            let cached = match &stored {
-                Stored::Result { message, .. } if *message < base => self.cached(session, *message),
-                _ => None,
-            };
             let get = |index: u64| -> Option<&Event> {
-                if index >= base {
-                    out.get((index - base) as usize)
-                } else if let Some(event) = cached.as_deref().filter(|e| e.index == index) {
-                    Some(event)
-                } else {
-                    before.get(index.checked_sub(earliest)? as usize)
+                match index.checked_sub(lo) {
+                    Some(offset) => out.get(offset as usize),
+                    None => hits.get(&index).map(|hit| &**hit),
                 }
             };
             let expanded = stored.expand_from(&event, &get).ok_or_else(|| dangling(session, &event))?;
             out.push(expanded);
         }
-        Ok(out)
+        Ok(out.split_off(keep))
     }
 }
 
@@ -400,31 +446,41 @@ impl LogLayer for StoredText {
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         Box::pin(async move {
             let shared = &self.shared;
-            let mut track = lock(&shared.tracks).remove(session).unwrap_or_default();
+            let track = lock(&shared.tracks).entry(session.clone()).or_default().clone();
             let mut originals: Vec<(usize, EventData)> = Vec::new();
-            for (here, event) in events.iter_mut().enumerate() {
-                if let Some(stored) = track.compact(here, event) {
-                    originals.push((here, std::mem::replace(&mut event.data, stored)));
+            let batch = {
+                let mut track = lock(&track);
+                let batch = track.next_batch;
+                track.next_batch += 1;
+                for (here, event) in events.iter_mut().enumerate() {
+                    if let Some(stored) = track.compact(batch, here, event) {
+                        originals.push((here, std::mem::replace(&mut event.data, stored)));
+                    }
                 }
-            }
-            // On failure the track is dropped: what it hashed was not written, and what the
-            // session appends next is written inline until a step starts afresh.
-            let mut written = shared.inner.append(session, events).await?;
-            track.settle(&written);
-            lock(&shared.tracks).insert(session.clone(), track);
+                batch
+            };
+            let mut written = match shared.inner.append(session, events).await {
+                Ok(written) => written,
+                Err(error) => {
+                    // What the track hashed was not written: start over (what the session
+                    // appends next is written inline until a step starts afresh).
+                    let mut tracks = lock(&shared.tracks);
+                    if tracks.get(session).is_some_and(|t| Arc::ptr_eq(t, &track)) {
+                        tracks.remove(session);
+                    }
+                    return Err(error);
+                }
+            };
+            lock(&track).settle(batch, &written);
             if originals.is_empty() {
                 return Ok(written);
             }
-            let mut expanded = Vec::with_capacity(originals.len());
             for (here, data) in originals {
                 if let Some(slot) = written.get_mut(here) {
                     // The stored event's own payload is a small reference: cloning it is cheap.
-                    let event = Arc::new(Event { data, ..(**slot).clone() });
-                    expanded.push(event.clone());
-                    *slot = event;
+                    *slot = shared.share(session, Event { data, ..(**slot).clone() });
                 }
             }
-            shared.remember(session, expanded);
             Ok(written)
         })
     }
@@ -444,7 +500,8 @@ impl LogLayer for StoredText {
     fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, bdk_store::Result<EventStream>> {
         Box::pin(async move {
             let inner = self.shared.inner.follow(session, from).await?;
-            Ok(Box::new(Expanding { inner, shared: self.shared.clone(), session: session.clone() }) as EventStream)
+            let shared = self.shared.clone();
+            Ok(Box::new(Expanding { inner, shared, session: session.clone(), window: Vec::new() }) as EventStream)
         })
     }
 
@@ -455,13 +512,36 @@ impl LogLayer for StoredText {
     }
 }
 
-/// A follower that expands the stored form: from the events the layer just appended when it
-/// still has them, else by reading what the reference needs from the log.
+/// A follower that expands the stored form: from the layer's shared copy when it has one, else
+/// from the events this follower saw since the step began (held as the shared events the log
+/// handed out, so followers add no copy of the text), else by reading back from the log.
 #[derive(Debug)]
 struct Expanding {
     inner: EventStream,
     shared: Arc<Shared>,
     session: SessionId,
+    /// Contiguous events (expanded) since the current step began.
+    window: Vec<SharedEvent>,
+}
+
+impl Expanding {
+    async fn expanded(&mut self, event: SharedEvent) -> bdk_store::Result<SharedEvent> {
+        let Some(stored) = Stored::of(&event) else { return Ok(event) };
+        if let Some(cached) = self.shared.cached(&self.session, event.index) {
+            return Ok(cached);
+        }
+        let lo = self.window.first().map_or(event.index, |e| e.index);
+        if stored.needs_from() >= lo {
+            let window = &self.window;
+            let get = |index: u64| window.get(index.checked_sub(lo)? as usize).map(|e| &**e);
+            if let Some(expanded) = stored.expand_from(&event, &get) {
+                return Ok(self.shared.share(&self.session, expanded));
+            }
+        }
+        let mut read = self.shared.expand(&self.session, vec![(*event).clone()]).await?;
+        let expanded = read.pop().ok_or_else(|| dangling(&self.session, &event))?;
+        Ok(self.shared.share(&self.session, expanded))
+    }
 }
 
 impl EventFollower for Expanding {
@@ -471,14 +551,21 @@ impl EventFollower for Expanding {
                 Ok(event) => event,
                 Err(error) => return Some(Err(error)),
             };
-            if Stored::of(&event).is_none() {
-                return Some(Ok(event));
+            let event = match self.expanded(event).await {
+                Ok(event) => event,
+                Err(error) => return Some(Err(error)),
+            };
+            let contiguous = self.window.last().is_none_or(|last| last.index + 1 == event.index);
+            match &event.data {
+                // Nothing later refers to what came before these.
+                EventData::StepStarted(_) => self.window = vec![event.clone()],
+                EventData::SessionWaiting(_) | EventData::SessionCompleted(_) | EventData::SessionFailed(_) => {
+                    self.window.clear()
+                }
+                _ if contiguous => self.window.push(event.clone()),
+                _ => self.window = vec![event.clone()],
             }
-            if let Some(cached) = self.shared.cached(&self.session, event.index) {
-                return Some(Ok(cached));
-            }
-            let expanded = self.shared.expand(&self.session, vec![(*event).clone()]).await;
-            Some(expanded.map(|mut events| Arc::new(events.remove(0))))
+            Some(Ok(event))
         })
     }
 }

@@ -26,7 +26,12 @@ pub trait LogLayer: Send + Sync + std::fmt::Debug {
     }
 
     /// See [`EventLog::read`].
-    fn read<'a>(&'a self, session: &'a SessionId, from: u64, limit: Option<usize>) -> BoxFuture<'a, Result<Vec<Event>>> {
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, Result<Vec<Event>>> {
         self.inner().read(session, from, limit)
     }
 
@@ -51,7 +56,12 @@ impl<L: LogLayer> EventLog for L {
         LogLayer::append(self, session, events)
     }
 
-    fn read<'a>(&'a self, session: &'a SessionId, from: u64, limit: Option<usize>) -> BoxFuture<'a, Result<Vec<Event>>> {
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> BoxFuture<'a, Result<Vec<Event>>> {
         LogLayer::read(self, session, from, limit)
     }
 

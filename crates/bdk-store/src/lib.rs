@@ -22,8 +22,8 @@ pub use api::{
 };
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
-pub use layer::LogLayer;
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
+pub use layer::LogLayer;
 pub use lease::{Claim, Incoming, SessionLeases};
 pub use record::{SessionRecord, SessionStatus};
 pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};

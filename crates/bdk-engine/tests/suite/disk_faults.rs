@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bdk_engine::{Admission, Engine, HostScope};
-use bdk_protocol::CallId;
-use bdk_tools::Scope;
 use bdk_model::{ScriptStep, ScriptedProvider};
+use bdk_protocol::CallId;
 use bdk_protocol::event::FailureCode;
 use bdk_protocol::{Event, EventData, SessionId};
 use bdk_store::{
-    BoxFuture, DataScope, EventLog, EventStream, FileEntry, FsStore, HostDataStore, NewEvent, SessionRecord, SessionStore,
-    SharedEvent,
+    BoxFuture, DataScope, EventLog, EventStream, FileEntry, FsStore, HostDataStore, NewEvent, SessionRecord,
+    SessionStore, SharedEvent,
 };
+use bdk_tools::Scope;
 
 use serde_json::{Value, json};
 
@@ -105,7 +105,11 @@ impl HostDataStore for Faulty {
     fn kv_keys<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, bdk_store::Result<Vec<String>>> {
         self.fs.kv_keys(scope, prefix)
     }
-    fn file_read<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, bdk_store::Result<Option<Vec<u8>>>> {
+    fn file_read<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        path: &'a str,
+    ) -> BoxFuture<'a, bdk_store::Result<Option<Vec<u8>>>> {
         self.fs.file_read(scope, path)
     }
     fn file_write<'a>(
@@ -119,7 +123,11 @@ impl HostDataStore for Faulty {
     fn file_delete<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, bdk_store::Result<bool>> {
         self.refuse().unwrap_or_else(|| self.fs.file_delete(scope, path))
     }
-    fn file_list<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, bdk_store::Result<Vec<FileEntry>>> {
+    fn file_list<'a>(
+        &'a self,
+        scope: &'a DataScope,
+        prefix: &'a str,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<FileEntry>>> {
         self.fs.file_list(scope, prefix)
     }
 }

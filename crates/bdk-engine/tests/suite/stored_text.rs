@@ -47,7 +47,8 @@ async fn a_large_answer_is_stored_about_once() {
     let live = settled(&fx.engine, &id, 1).await;
     // Everyone above the store sees the text in full, three times, as before.
     assert_eq!(completed_text(&live), vec![answer.clone()]);
-    let Some(EventData::TurnCompleted(done)) = live.iter().map(|e| &e.data).find(|d| d.event_type() == "turn.completed")
+    let Some(EventData::TurnCompleted(done)) =
+        live.iter().map(|e| &e.data).find(|d| d.event_type() == "turn.completed")
     else {
         panic!("no turn.completed: {:?}", types(&live));
     };
