@@ -126,13 +126,20 @@ struct Run {
     from: Pos,
     len: usize,
     hasher: Sha256,
+    /// The appends that added to it.
+    batches: Vec<u64>,
 }
 
 impl Run {
     fn push(run: &mut Option<Run>, at: Pos, text: &str) {
-        let run = run.get_or_insert_with(|| Run { from: at, len: 0, hasher: Sha256::new() });
+        let run = run.get_or_insert_with(|| Run { from: at, len: 0, hasher: Sha256::new(), batches: Vec::new() });
         run.len += text.len();
         run.hasher.update(text.as_bytes());
+        if let Pos::Batch(batch, _) = at
+            && run.batches.last() != Some(&batch)
+        {
+            run.batches.push(batch);
+        }
     }
 
     fn fingerprint(&self) -> Fingerprint {
@@ -155,11 +162,14 @@ struct Track {
     last_message: Option<(Pos, Fingerprint)>,
     /// The number the next append gets.
     next_batch: u64,
+    /// Appends not yet acknowledged: a run they added to is not referred to (they may fail).
+    pending: Vec<u64>,
 }
 
 impl Track {
     /// Turns the positions in batch `batch` into indices once the append has them.
     fn settle(&mut self, batch: u64, written: &[SharedEvent]) {
+        self.pending.retain(|b| *b != batch);
         let fix = |pos: &mut Pos| {
             if let Pos::Batch(b, k) = *pos
                 && b == batch
@@ -205,12 +215,12 @@ impl Track {
                 let print = Fingerprint::of(&done.text);
                 let run = turn.and_then(|t| self.turns.get_mut(t)).and_then(|r| r.text.take());
                 self.last_message = Some((pos, print.clone()));
-                let run = run.filter(|run| run.fingerprint() == print)?;
+                let run = run.filter(|run| self.settled(run, batch) && run.fingerprint() == print)?;
                 text_ref(STORED_MESSAGE, run.from, batch, here)
             }
             EventData::ReasoningCompleted(done) => {
                 let run = turn.and_then(|t| self.turns.get(t)).and_then(|r| r.reasoning.as_ref())?;
-                if run.fingerprint() != Fingerprint::of(&done.text) {
+                if !self.settled(run, batch) || run.fingerprint() != Fingerprint::of(&done.text) {
                     return None;
                 }
                 text_ref(STORED_REASONING, run.from, batch, here)
@@ -241,6 +251,11 @@ impl Track {
             }
             _ => None,
         }
+    }
+
+    /// Whether every append that added to `run` is acknowledged (or is `batch` itself).
+    fn settled(&self, run: &Run, batch: u64) -> bool {
+        run.batches.iter().all(|b| *b == batch || !self.pending.contains(b))
     }
 
     /// The reference to the latest `message.completed`, when `result` is its text.
@@ -452,6 +467,7 @@ impl LogLayer for StoredText {
                 let mut track = lock(&track);
                 let batch = track.next_batch;
                 track.next_batch += 1;
+                track.pending.push(batch);
                 for (here, event) in events.iter_mut().enumerate() {
                     if let Some(stored) = track.compact(batch, here, event) {
                         originals.push((here, std::mem::replace(&mut event.data, stored)));

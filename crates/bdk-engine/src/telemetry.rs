@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bdk_model::{FinishReason, Usage as ModelUsage};
-use bdk_protocol::{Event, SessionId, TurnId};
+use bdk_protocol::{SessionId, TurnId};
 use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SharedEvent};
 use bdk_telemetry::{Context, HostKind, KeyValue, Span, SpanKind, Telemetry, names};
 use bdk_tools::{HostError, ToolOutcome};

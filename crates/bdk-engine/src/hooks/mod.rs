@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bdk_protocol::{Event, SessionId};
+use bdk_protocol::SessionId;
 use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SessionStore, SharedEvent};
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -238,7 +238,7 @@ impl LogLayer for TappedLog {
 
 #[cfg(test)]
 mod tests {
-    use bdk_protocol::EventData;
+    use bdk_protocol::{Event, EventData};
     use bdk_protocol::event::SessionWaiting;
 
     use super::*;
