@@ -585,3 +585,122 @@ impl EventFollower for Expanding {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use bdk_protocol::event::{SessionMode, StepStarted, TextDelta};
+    use bdk_store::{FsStore, SessionRecord, SessionStore};
+
+    use super::*;
+
+    /// A log whose appends fail while `failing` is set.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: Arc<dyn EventLog>,
+        failing: AtomicBool,
+    }
+
+    impl LogLayer for Flaky {
+        fn inner(&self) -> &Arc<dyn EventLog> {
+            &self.inner
+        }
+
+        fn append<'a>(
+            &'a self,
+            session: &'a SessionId,
+            events: Vec<NewEvent>,
+        ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+            if self.failing.load(Ordering::SeqCst) {
+                let source = std::io::Error::from_raw_os_error(28);
+                return Box::pin(async { Err(bdk_store::Error::Io { path: "/state".into(), source }) });
+            }
+            self.inner.append(session, events)
+        }
+    }
+
+    fn delta(text: &str) -> EventData {
+        EventData::MessageAppended(TextDelta { delta: text.into() })
+    }
+
+    #[tokio::test]
+    async fn text_after_a_failed_append_is_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(FsStore::open(dir.path()).unwrap());
+        let session = SessionId::generate();
+        fs.create(SessionRecord::new(session.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
+        let flaky = Arc::new(Flaky { inner: fs.clone(), failing: AtomicBool::new(false) });
+        let log = layer(flaky.clone());
+        let turn = TurnId::generate();
+        let new = |data: EventData| NewEvent::in_turn(turn.clone(), data);
+
+        log.append(&session, vec![new(EventData::StepStarted(StepStarted { step: 0 })), new(delta("a"))])
+            .await
+            .unwrap();
+        flaky.failing.store(true, Ordering::SeqCst);
+        assert!(log.append(&session, vec![new(delta("b"))]).await.is_err());
+        flaky.failing.store(false, Ordering::SeqCst);
+        let done = EventData::MessageCompleted(TextCompleted { text: "ab".into() });
+        let written = log.append(&session, vec![new(done.clone())]).await.unwrap();
+        assert_eq!(written[0].data, done);
+
+        // "b" never reached the log, so a reference would read back "a": it is written whole.
+        let raw = fs.read(&session, 0, None).await.unwrap();
+        assert_eq!(raw.last().unwrap().data, done);
+        assert_eq!(log.read(&session, 0, None).await.unwrap().last().unwrap().data, done);
+
+        // The next step is tracked afresh and stored as a reference again.
+        let step = vec![new(EventData::StepStarted(StepStarted { step: 1 })), new(delta("c"))];
+        log.append(&session, step).await.unwrap();
+        let done = EventData::MessageCompleted(TextCompleted { text: "c".into() });
+        log.append(&session, vec![new(done.clone())]).await.unwrap();
+        let raw = fs.read(&session, 0, None).await.unwrap();
+        assert_eq!(raw.last().unwrap().event_type(), STORED_MESSAGE);
+        assert_eq!(log.read(&session, 0, None).await.unwrap().last().unwrap().data, done);
+    }
+
+    #[test]
+    fn a_reference_is_not_made_to_deltas_of_an_append_still_in_flight() {
+        let mut track = Track::default();
+        let session = SessionId::generate();
+        let turn = TurnId::generate();
+        let new = |data: EventData| NewEvent::in_turn(turn.clone(), data);
+        let written = |events: &[NewEvent], from: u64| -> Vec<SharedEvent> {
+            let at = bdk_protocol::event::timestamp_now();
+            let envelope = |(i, e): (usize, &NewEvent)| Event {
+                index: from + i as u64,
+                session_id: session.clone(),
+                turn_id: e.turn_id.clone(),
+                at,
+                data: e.data.clone(),
+            };
+            events.iter().enumerate().map(envelope).map(Arc::new).collect()
+        };
+        // Batch 0 starts the run and is acknowledged.
+        let mut first = vec![new(EventData::StepStarted(StepStarted { step: 0 })), new(delta("x"))];
+        track.pending.push(0);
+        for (here, event) in first.iter_mut().enumerate() {
+            assert!(track.compact(0, here, event).is_none());
+        }
+        track.settle(0, &written(&first, 0));
+        // Batch 1 adds to the run and is still in flight when batch 2 completes the text.
+        track.pending.push(1);
+        assert!(track.compact(1, 0, &mut new(delta("y"))).is_none());
+        track.pending.push(2);
+        let mut done = new(EventData::MessageCompleted(TextCompleted { text: "xy".into() }));
+        assert!(track.compact(2, 0, &mut done).is_none(), "batch 1 may still fail");
+
+        // Once every append that added to a run is acknowledged, the reference is made.
+        let mut track = Track::default();
+        track.pending.push(0);
+        for (here, event) in first.iter_mut().enumerate() {
+            track.compact(0, here, event);
+        }
+        track.settle(0, &written(&first, 0));
+        track.pending.push(1);
+        let mut done = new(EventData::MessageCompleted(TextCompleted { text: "x".into() }));
+        let stored = track.compact(1, 0, &mut done).expect("a reference");
+        assert_eq!(stored, EventData::Other { event_type: STORED_MESSAGE.into(), data: serde_json::json!({"from": 1}) });
+    }
+}
