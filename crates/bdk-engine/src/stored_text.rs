@@ -701,6 +701,9 @@ mod tests {
         track.pending.push(1);
         let mut done = new(EventData::MessageCompleted(TextCompleted { text: "x".into() }));
         let stored = track.compact(1, 0, &mut done).expect("a reference");
-        assert_eq!(stored, EventData::Other { event_type: STORED_MESSAGE.into(), data: serde_json::json!({"from": 1}) });
+        assert_eq!(
+            stored,
+            EventData::Other { event_type: STORED_MESSAGE.into(), data: serde_json::json!({"from": 1}) }
+        );
     }
 }

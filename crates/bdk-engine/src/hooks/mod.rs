@@ -238,8 +238,8 @@ impl LogLayer for TappedLog {
 
 #[cfg(test)]
 mod tests {
-    use bdk_protocol::{Event, EventData};
     use bdk_protocol::event::SessionWaiting;
+    use bdk_protocol::{Event, EventData};
 
     use super::*;
     use crate::capabilities::HookSinkSpec;
