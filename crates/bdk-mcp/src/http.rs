@@ -100,8 +100,7 @@ impl StreamableHttpClient for TracedClient {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         let content_type = response.headers().get(reqwest::header::CONTENT_TYPE).cloned();
-        let session_id =
-            response.headers().get(HEADER_SESSION_ID).and_then(|v| v.to_str().ok()).map(|s| s.to_owned());
+        let session_id = response.headers().get(HEADER_SESSION_ID).and_then(|v| v.to_str().ok()).map(|s| s.to_owned());
         match content_type {
             Some(ct) if ct.as_bytes().starts_with(EVENT_STREAM_MIME_TYPE.as_bytes()) => {
                 let stream: BoxStream<'static, Result<Sse, SseError>> =
@@ -133,9 +132,8 @@ impl StreamableHttpClient for TracedClient {
         session_id: Arc<str>,
         last_event_id: Option<String>,
         auth_header: Option<String>,
-    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>>>
-    + Send
-    + '_ {
+    ) -> impl Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>>> + Send + '_
+    {
         self.http.get_stream(uri, session_id, last_event_id, auth_header)
     }
 }
