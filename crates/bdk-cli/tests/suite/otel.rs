@@ -605,7 +605,7 @@ async fn finish(command: std::process::Command) -> std::process::Output {
 
 /// An MCP server on the official Python SDK (streamable HTTP at `/mcp`) whose `probe` tool
 /// appends what trace context its call carried (the `traceparent` header and
-/// `params._meta.traceparent`) to a file.
+/// `params._meta.traceparent`) to a file, and whose `broken` tool always fails (`isError`).
 const PROBE_SERVER: &str = r#"import json, sys
 from mcp.server.fastmcp import Context, FastMCP
 
@@ -625,6 +625,11 @@ def probe(ctx: Context) -> str:
         f.write(json.dumps(seen) + "\n")
     return "probed"
 
+@server.tool()
+def broken() -> str:
+    """Always fails."""
+    raise ValueError("broken on purpose")
+
 server.run(transport="streamable-http")
 "#;
 
@@ -636,6 +641,7 @@ async fn bdk_run_exports_at_exit_and_an_mcp_call_carries_its_span_to_the_server(
     model.push(Reply::sse(vec![
         oa::role(),
         oa::tool_call(0, Some("call_1"), Some("probe"), "{}"),
+        oa::tool_call(1, Some("call_2"), Some("broken"), "{}"),
         oa::finish("tool_calls"),
         oa::usage(10, 5, 0, 0),
         oa::done(),
@@ -681,7 +687,7 @@ async fn bdk_run_exports_at_exit_and_an_mcp_call_carries_its_span_to_the_server(
     std::fs::write(project.join("bot/instructions.md"), "Probe when asked.\n").unwrap();
     std::fs::write(
         project.join("bot/mcp-connections/probe.toml"),
-        format!("description = \"The probe.\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nadvertise_tools = [\"probe\"]\n"),
+        format!("description = \"The probe.\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nadvertise_tools = [\"probe\", \"broken\"]\n"),
     )
     .unwrap();
     let state = root.path().join("state");
@@ -722,6 +728,11 @@ async fn bdk_run_exports_at_exit_and_an_mcp_call_carries_its_span_to_the_server(
     assert!(attr(&mcp, "mcp.protocol.version").is_some_and(|s| !s.is_empty()), "{mcp:#?}");
     assert!(attr(&mcp, "error.type").is_none(), "{mcp:#?}");
     assert!(metrics.iter().any(|m| m.name == "bdk.turn.duration"), "metrics flushed at exit: {metrics:#?}");
+    // A tool that answered `isError`: its MCP span says so.
+    let failed = one("tools/call broken");
+    assert_eq!(failed.parent_span_id, one("execute_tool broken").span_id);
+    assert_eq!(attr(&failed, "error.type").as_deref(), Some("tool_error"));
+    assert_eq!(failed.status.as_ref().map(|s| s.code), Some(2), "error status: {failed:#?}");
 
     // The server saw the MCP span as the parent, in the header and in `_meta`.
     let expected = format!("00-{}-{}-01", hex(&turn.trace_id), hex(&mcp.span_id));
@@ -770,4 +781,27 @@ async fn bdk_eval_exports_its_attempts_before_exiting() {
     assert_eq!(chats.len(), 1, "{spans:#?}");
     assert_eq!(chats[0].parent_span_id, turns[0].span_id);
     assert!(metrics.iter().any(|m| m.name == "gen_ai.client.token.usage"), "{metrics:#?}");
+}
+
+#[test]
+fn a_bad_otel_variable_stops_a_one_shot_command_with_its_name() {
+    use super::support::OutputWithin as _;
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "http://127.0.0.1:9");
+    std::fs::create_dir_all(project.join("evals")).unwrap();
+    std::fs::write(project.join("evals/evals.toml"), "max_concurrency = 1\n").unwrap();
+    std::fs::write(project.join("evals/smoke.eval.toml"), "message = \"hi\"\n[expect]\nreply_includes = [\"hi\"]\n")
+        .unwrap();
+    for command in [["run", "--message", "hi"].as_slice(), ["eval"].as_slice()] {
+        let output = bdk()
+            .args(command)
+            .args(["--dir", project.to_str().unwrap(), "--state-root"])
+            .arg(root.path().join("state"))
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
+            .output_within();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command:?}: {stderr}");
+        assert!(stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{command:?}: {stderr}");
+    }
 }
