@@ -6,6 +6,10 @@
 //! and the command tool (`TRACEPARENT`) carry the right span; host tags and metrics arrive;
 //! metrics come with the configured temporality; `/metrics` and `/v1/health` tell the truth;
 //! with no `OTEL_*` nothing is traced and an inherited `TRACEPARENT` never reaches a tool.
+//! One-shot commands: `bdk run` and `bdk eval` flush their spans and metrics before exiting; an
+//! MCP tool call over streamable HTTP (a Python SDK server) gets a `tools/call <tool>` client
+//! span under `execute_tool`, and the server receives that span as its parent in the
+//! `traceparent` header and in `params._meta`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
