@@ -21,6 +21,7 @@ mod dotenv;
 mod embed;
 mod exit;
 mod live;
+mod otel;
 mod report;
 mod templates;
 mod watch;

@@ -33,6 +33,8 @@ pub struct EvalSetup {
     /// The model that grades `judge` rubrics.
     pub judge: Arc<dyn ModelProvider>,
     pub tools: ToolsFactory,
+    /// Spans and metrics of the runs' turns (disabled: none).
+    pub telemetry: bdk_telemetry::Telemetry,
 }
 
 impl std::fmt::Debug for EvalSetup {
@@ -66,6 +68,7 @@ impl EvalSetup {
             price: self.price,
             capabilities: bdk_engine::capabilities(&self.project, &state),
             artifacts: Some(std::sync::Arc::new(store.clone())),
+            telemetry: self.telemetry.clone(),
             ..EngineOptions::default()
         };
         Ok(Engine::with_options(config, store.stores(), self.provider.clone(), tools, options))

@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use bdk_project::model::{ConnectionDef, ConnectionScope, Transport};
 use bdk_tools::host::{HostErrorKind, HostResult, McpCallResult, McpServerInfo, McpToolInfo};
 use bdk_tools::{BoxFuture, HostError, McpAccess};
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool};
 use rmcp::service::ServiceError;
 use serde_json::Value;
 use tokio::io::DuplexStream;
@@ -180,10 +180,21 @@ impl McpHub {
         if !tools.iter().any(|t| t.name == tool) {
             return Err(McpError::UnknownTool { server: server.to_owned(), tool: tool.to_owned() });
         }
+        let span = crate::telemetry::call_span(conn, tool, &peer);
         let params = CallToolRequestParams { meta: None, name: tool.to_owned().into(), arguments, task: None };
+        let mut request = CallToolRequest { method: Default::default(), params, extensions: Default::default() };
+        // The span goes to the server in `params._meta` (and, over HTTP, as a header).
+        if let Some(meta) = crate::telemetry::meta(&span) {
+            request.extensions.insert(meta);
+        }
         let timeout = conn.def.timeout;
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
+        let sent = peer.send_request(ClientRequest::CallToolRequest(request));
+        let result = match tokio::time::timeout(timeout, span.run(sent)).await {
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(McpError::Protocol {
+                server: server.to_owned(),
+                message: format!("the server answered the call to `{tool}` with something else than a tool result"),
+            }),
             Ok(Err(ServiceError::McpError(error))) => {
                 Err(McpError::Protocol { server: server.to_owned(), message: error.message.to_string() })
             }
@@ -199,7 +210,9 @@ impl McpHub {
                 tool: tool.to_owned(),
                 seconds: timeout.as_secs_f64(),
             }),
-        }
+        };
+        crate::telemetry::call_ended(&span, &result);
+        result
     }
 
     /// Closes every server and ends their processes. Later calls fail with [`McpError::Closed`].

@@ -15,13 +15,17 @@
 //! - [`hub`]: the connections of one agent, allow/deny lists, per-call timeouts.
 //! - [`convert`]: MCP results into tool outcomes.
 //! - [`registry`]: [`McpTools`], the registry wrapper and the `mcp` tool.
+//! - [`telemetry`]: the client span of a tool call, and its `traceparent` in `params._meta`.
+//! - [`http`]: the streamable HTTP client that also sends that `traceparent` as a header.
 
 pub mod convert;
 pub mod env;
 mod error;
+pub mod http;
 pub mod hub;
 pub mod registry;
 pub mod server;
+pub mod telemetry;
 
 pub use error::{McpError, Result};
 pub use hub::{McpHub, PeerConnector, PeerSlot, ServerTool};

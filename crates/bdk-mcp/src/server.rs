@@ -23,6 +23,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::env;
 use crate::error::{McpError, Result};
+use crate::http::{SessionSlot, TracedClient};
 use crate::hub::PeerSlot;
 
 /// How long opening a server (spawn or connect, handshake, first tool listing) may take.
@@ -64,6 +65,17 @@ pub fn backoff(failures: u32) -> Duration {
     Duration::from_secs(secs).min(MAX_BACKOFF)
 }
 
+/// Where a running server is reached, for its spans' network attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A child process over stdio.
+    Pipe,
+    /// Streamable HTTP at this host and port.
+    Http { host: String, port: u16 },
+    /// An agent of the same host, in process.
+    InProcess,
+}
+
 /// One connection.
 pub struct Connection {
     pub def: ConnectionDef,
@@ -72,6 +84,10 @@ pub struct Connection {
     lookup: Lookup,
     state: tokio::sync::Mutex<State>,
     stderr: Arc<Mutex<String>>,
+    /// Where the running server is (set when it opens).
+    endpoint: Mutex<Option<Endpoint>>,
+    /// The MCP session id an HTTP server assigned.
+    session: SessionSlot,
 }
 
 impl fmt::Debug for Connection {
@@ -89,11 +105,29 @@ impl Connection {
             lookup,
             state: tokio::sync::Mutex::new(State::Idle),
             stderr: Arc::new(Mutex::new(String::new())),
+            endpoint: Mutex::new(None),
+            session: SessionSlot::default(),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.def.name
+    }
+
+    /// Where the server was last reached (`None` before it first opens).
+    pub fn endpoint(&self) -> Option<Endpoint> {
+        self.endpoint.lock().ok()?.clone()
+    }
+
+    /// The MCP session id the (HTTP) server assigned, if any.
+    pub fn session_id(&self) -> Option<Arc<str>> {
+        self.session.get()
+    }
+
+    fn set_endpoint(&self, endpoint: Endpoint) {
+        if let Ok(mut slot) = self.endpoint.lock() {
+            *slot = Some(endpoint);
+        }
     }
 
     /// The last lines the server wrote to stderr (stdio servers), or empty.
@@ -202,6 +236,7 @@ impl Connection {
                     .spawn()
                     .map_err(|e| format!("cannot run `{program}`: {e}"))?;
                 let reader = stderr.map(|stderr| tokio::spawn(keep_tail(stderr, Arc::clone(&self.stderr))));
+                self.set_endpoint(Endpoint::Pipe);
                 match info.serve(transport).await {
                     Ok(client) => (client, Some(containment)),
                     Err(e) => {
@@ -231,8 +266,14 @@ impl Connection {
                     .default_headers(map)
                     .build()
                     .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+                if let Ok(parsed) = reqwest::Url::parse(&url) {
+                    let host = parsed.host_str().unwrap_or_default().to_owned();
+                    let port = parsed.port_or_known_default().unwrap_or_default();
+                    self.set_endpoint(Endpoint::Http { host, port });
+                }
+                // rmcp's reqwest client, plus the call's `traceparent` header.
                 let transport = StreamableHttpClientTransport::with_client(
-                    http,
+                    TracedClient::new(http, self.session.clone()),
                     StreamableHttpClientTransportConfig::with_uri(url.as_str()),
                 );
                 let client =
@@ -242,6 +283,7 @@ impl Connection {
             Transport::Agent { slug } => {
                 let stream =
                     self.peers.connect(slug).ok_or_else(|| format!("agent `{slug}` is not mounted in this host"))?;
+                self.set_endpoint(Endpoint::InProcess);
                 let client = info.serve(stream).await.map_err(|e| format!("the MCP handshake failed: {e}"))?;
                 (client, None)
             }

@@ -149,7 +149,15 @@ impl Telemetry {
         };
         let span =
             tracer.span_builder(name).with_kind(kind).with_attributes(attributes()).start_with_context(tracer, parent);
-        Span(Some(parent.with_span(span)))
+        // The handle rides in the span's context, so code that runs under it (an MCP call made
+        // inside a tool call) can start child spans without being handed the handle.
+        Span(Some(parent.with_span(span).with_value(self.clone())))
+    }
+
+    /// The handle whose span is current (see [`Span::run`]), or a disabled one when no span
+    /// of ours is current. Costs one thread-local read when nothing is traced.
+    pub fn current_handle() -> Telemetry {
+        Context::map_current(|cx| cx.get::<Telemetry>().cloned()).unwrap_or_default()
     }
 }
 
@@ -239,8 +247,21 @@ mod tests {
         span.set(|| panic!("built attributes"));
         span.fail_with(|| panic!("built a message"));
         assert!(telemetry.current().is_none());
+        assert!(!Telemetry::current_handle().is_enabled());
         assert_eq!(telemetry.tag_session("s", "tier", "gold"), Ok(false));
         assert!(telemetry.session_tags("s").is_empty());
+    }
+
+    #[test]
+    fn a_span_carries_its_handle_to_code_run_under_it() {
+        let tracer = opentelemetry::global::tracer("test");
+        let telemetry = Telemetry::new(Some(tracer), None, "test");
+        assert!(!Telemetry::current_handle().is_enabled());
+        let span = telemetry.span("outer", opentelemetry::trace::SpanKind::Internal, None, Vec::new);
+        let _current = span.enter();
+        let found = Telemetry::current_handle();
+        assert!(found.traces());
+        assert_eq!(found.summary(), Some("test"));
     }
 
     #[test]

@@ -63,7 +63,10 @@ pub fn run(args: &CallArgs, embed: &Embed) -> anyhow::Result<Exit> {
                 bail!("`bdk call --dir` needs exactly one project; {} holds {}", dir.display(), projects.len());
             }
             let project = projects.remove(0);
-            runtime.block_on(call_ephemeral(project, args, embed, &body))?
+            let export = crate::otel::Export::from_env(&project.slug)?;
+            let called = runtime.block_on(call_ephemeral(project, args, embed, &body, export.telemetry()));
+            drop(export);
+            called?
         }
     };
     print_envelope(&envelope)?;
@@ -125,6 +128,7 @@ async fn call_ephemeral(
     args: &CallArgs,
     embed: &Embed,
     body: &ToolCallRequest,
+    telemetry: bdk_telemetry::Telemetry,
 ) -> anyhow::Result<(u16, Value)> {
     let dir = mount::state_dir(&project, args.state_root.as_deref());
     let (resolved, provider) = mount::provider(&project, ModelLayer::default());
@@ -132,6 +136,7 @@ async fn call_ephemeral(
     let options = EngineOptions {
         price: resolved.price,
         host: Some(host_tokens.authority(&project.slug)),
+        telemetry: telemetry.clone(),
         ..EngineOptions::default()
     };
     let tools = embed.registry(&project, &dir)?;
@@ -142,7 +147,8 @@ async fn call_ephemeral(
         ServeOptions { mode: Mode::Single, playground: false, docs: false, ..ServeOptions::default() },
         LogBuffer::default(),
     )
-    .with_host_tokens(host_tokens);
+    .with_host_tokens(host_tokens)
+    .with_telemetry(telemetry, None);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("binding a loopback port")?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let (stop, stopped) = oneshot::channel::<()>();

@@ -53,9 +53,10 @@ pub fn run(args: &ChatArgs, embed: &Embed) -> anyhow::Result<Exit> {
         bail!("`bdk chat` needs exactly one project; {} holds {}", args.dir.display(), projects.len());
     }
     let project = projects.remove(0);
+    let export = crate::otel::Export::from_env(&project.slug)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     let exit = runtime.block_on(async {
-        let local = Local::open(&project, args.state_root.as_deref(), embed).await?;
+        let local = Local::open(&project, args.state_root.as_deref(), embed, export.telemetry()).await?;
         converse(&local, &project.slug, args, session).await
     });
     // The stdin reader thread may still be blocked on a read; do not wait for it.

@@ -68,9 +68,15 @@ pub fn run(args: &EvalArgs, embed: &Embed) -> anyhow::Result<Exit> {
         max_concurrency: evals.max_concurrency,
         timeout: evals.timeout,
     };
-    let setup = setup(project, state_dir, embed)?;
+    // Dropped (flushed) after the runtime, once every attempt has ended.
+    let export = crate::otel::Export::from_env(&project.slug)?;
+    let mut setup = setup(project, state_dir, embed)?;
+    setup.telemetry = export.telemetry();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    let run = runtime.block_on(run_batch(&setup, &store, batch))?;
+    let run = runtime.block_on(run_batch(&setup, &store, batch));
+    drop(runtime);
+    drop(export);
+    let run = run?;
     print_run(&run, args.json)?;
     if let Some(path) = &args.junit {
         write_junit(path, &run)?;
@@ -103,6 +109,7 @@ fn eval_setup(
         provider,
         price,
         judge,
+        telemetry: bdk_telemetry::Telemetry::disabled(),
         tools: Arc::new(move |state: &Path| tools_embed.registry(&tools_project, state).map_err(|e| e.to_string())),
     }
 }
@@ -114,8 +121,10 @@ pub(super) fn service(
     provider: Arc<dyn ModelProvider>,
     price: Option<Price>,
     embed: &Embed,
+    telemetry: bdk_telemetry::Telemetry,
 ) -> anyhow::Result<Arc<bdk_eval::EvalService>> {
-    let setup = eval_setup(Arc::new(project.clone()), state_dir.to_path_buf(), provider, price, embed);
+    let mut setup = eval_setup(Arc::new(project.clone()), state_dir.to_path_buf(), provider, price, embed);
+    setup.telemetry = telemetry;
     bdk_eval::EvalService::new(setup).with_context(|| format!("{}: reading saved eval runs", project.slug))
 }
 

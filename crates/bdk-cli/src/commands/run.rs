@@ -36,8 +36,10 @@ pub fn run(args: &RunArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let project = projects.remove(0);
     let session =
         args.session.as_deref().map(SessionId::parse).transpose().map_err(|e| anyhow::anyhow!("--session: {e}"))?;
+    // Declared before the runtime, so it is dropped (and flushed) after the turn's tasks end.
+    let export = crate::otel::Export::from_env(&project.slug)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
-    runtime.block_on(run_turn(project, args, session, embed))
+    runtime.block_on(run_turn(project, args, session, embed, export.telemetry()))
 }
 
 async fn run_turn(
@@ -45,8 +47,9 @@ async fn run_turn(
     args: &RunArgs,
     session: Option<SessionId>,
     embed: &Embed,
+    telemetry: bdk_telemetry::Telemetry,
 ) -> anyhow::Result<Exit> {
-    let local = Local::open(&project, args.state_root.as_deref(), embed).await?;
+    let local = Local::open(&project, args.state_root.as_deref(), embed, telemetry).await?;
     let sent = local
         .send(Send {
             message: &args.message,

@@ -162,7 +162,10 @@ async fn serve(
             slug.clone(),
             Remount { state_dir: dir.clone(), reminders: reminder_slot.clone(), cli_model: ModelLayer::default(), hub },
         );
-        evals.insert(slug.clone(), super::eval::service(&project, &dir, provider.clone(), resolved.price, embed)?);
+        evals.insert(
+            slug.clone(),
+            super::eval::service(&project, &dir, provider.clone(), resolved.price, embed, installed.telemetry.clone())?,
+        );
         let store = backends.open(&project, &dir).await?;
         let backend = store.backend();
         let (agent, recovered) =

@@ -38,6 +38,7 @@ impl Local {
         project: &bdk_project::Project,
         state_root: Option<&Path>,
         embed: &Embed,
+        telemetry: bdk_telemetry::Telemetry,
     ) -> anyhow::Result<Self> {
         let dir = mount::state_dir(project, state_root);
         let (resolved, provider) = mount::provider(project, ModelLayer::default());
@@ -47,6 +48,7 @@ impl Local {
             price: resolved.price,
             capabilities: bdk_engine::capabilities(project, &dir),
             artifacts: Some(std::sync::Arc::new(store.clone())),
+            telemetry,
             ..EngineOptions::default()
         };
         let config = AgentConfig::from_project(project);

@@ -6,6 +6,10 @@
 //! and the command tool (`TRACEPARENT`) carry the right span; host tags and metrics arrive;
 //! metrics come with the configured temporality; `/metrics` and `/v1/health` tell the truth;
 //! with no `OTEL_*` nothing is traced and an inherited `TRACEPARENT` never reaches a tool.
+//! One-shot commands: `bdk run` and `bdk eval` flush their spans and metrics before exiting; an
+//! MCP tool call over streamable HTTP (a Python SDK server) gets a `tools/call <tool>` client
+//! span under `execute_tool`, and the server receives that span as its parent in the
+//! `traceparent` header and in `params._meta`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -563,4 +567,245 @@ fn a_bad_otel_variable_stops_serve_with_its_name() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{stderr}");
     assert!(stderr.contains("http/json"), "{stderr}");
+}
+
+/// The `OTEL_*` environment of a one-shot command exporting to `receiver`. The batch delay and
+/// the metric interval are far longer than the command runs: what arrives was sent by the flush
+/// at exit.
+fn one_shot(args: &[&str], receiver: &Receiver) -> std::process::Command {
+    let mut command = bdk();
+    command.args(args);
+    for var in [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_SERVICE_NAME",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "OTEL_SDK_DISABLED",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_METRICS_EXPORTER",
+        "TRACEPARENT",
+        "BDK_MODEL",
+        "BDK_MODEL_PROVIDER",
+        "BDK_MODEL_BASE_URL",
+        "BDK_MODEL_API_KEY",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &receiver.url)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "600000");
+    command
+}
+
+/// Runs `command` (within the suite's command timeout) off the runtime.
+async fn finish(command: std::process::Command) -> std::process::Output {
+    use super::support::OutputWithin as _;
+    let mut command = command;
+    tokio::task::spawn_blocking(move || command.output_within()).await.unwrap()
+}
+
+/// An MCP server on the official Python SDK (streamable HTTP at `/mcp`) whose `probe` tool
+/// appends what trace context its call carried (the `traceparent` header and
+/// `params._meta.traceparent`) to a file, and whose `broken` tool always fails (`isError`).
+const PROBE_SERVER: &str = r#"import json, sys
+from mcp.server.fastmcp import Context, FastMCP
+
+port, out = int(sys.argv[1]), sys.argv[2]
+server = FastMCP("probe", host="127.0.0.1", port=port, log_level="WARNING")
+
+@server.tool()
+def probe(ctx: Context) -> str:
+    """Reports the trace context of its call."""
+    request = ctx.request_context.request
+    meta = ctx.request_context.meta
+    seen = {
+        "header": request.headers.get("traceparent") if request is not None else None,
+        "meta": (meta.model_extra or {}).get("traceparent") if meta is not None else None,
+    }
+    with open(out, "a") as f:
+        f.write(json.dumps(seen) + "\n")
+    return "probed"
+
+@server.tool()
+def broken() -> str:
+    """Always fails."""
+    raise ValueError("broken on purpose")
+
+server.run(transport="streamable-http")
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bdk_run_exports_at_exit_and_an_mcp_call_carries_its_span_to_the_server() {
+    let Some(python) = bdk_test_support::peers::require("mcp-python") else { return };
+    let receiver = Receiver::start().await;
+    let model = FakeServer::start().await;
+    model.push(Reply::sse(vec![
+        oa::role(),
+        oa::tool_call(0, Some("call_1"), Some("probe"), "{}"),
+        oa::tool_call(1, Some("call_2"), Some("broken"), "{}"),
+        oa::finish("tool_calls"),
+        oa::usage(10, 5, 0, 0),
+        oa::done(),
+    ]));
+    model.push(Reply::sse(vec![
+        oa::role(),
+        oa::text("Probed."),
+        oa::finish("stop"),
+        oa::usage(20, 3, 0, 0),
+        oa::done(),
+    ]));
+    let root = tempfile::tempdir().unwrap();
+
+    // The MCP server, on a free port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let script = root.path().join("probe_server.py");
+    std::fs::write(&script, PROBE_SERVER).unwrap();
+    let seen_file = root.path().join("seen.ndjson");
+    let _server = tokio::process::Command::new(python.join("bin/python"))
+        .arg(&script)
+        .arg(port.to_string())
+        .arg(&seen_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    within("the MCP server to listen", async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+
+    let project = root.path().join("prober");
+    std::fs::create_dir_all(project.join("bot/mcp-connections")).unwrap();
+    std::fs::write(
+        project.join("bot/agent.toml"),
+        format!(
+            "name = \"prober\"\n\n[model]\nid = \"fake-model\"\nprovider = \"openai-compatible\"\nbase_url = \"{}\"\n",
+            model.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(project.join("bot/instructions.md"), "Probe when asked.\n").unwrap();
+    std::fs::write(
+        project.join("bot/mcp-connections/probe.toml"),
+        format!("description = \"The probe.\"\nurl = \"http://127.0.0.1:{port}/mcp\"\nadvertise_tools = [\"probe\", \"broken\"]\n"),
+    )
+    .unwrap();
+    let state = root.path().join("state");
+    let args = ["run", "--dir", project.to_str().unwrap(), "--message", "Probe.", "--approve", "all", "--state-root"];
+    let mut command = one_shot(&args, &receiver);
+    command.arg(&state);
+    let output = finish(command).await;
+    let printed = format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{printed}");
+
+    // Everything was flushed before the process exited.
+    let (spans, metrics, services) = {
+        let seen = receiver.seen.lock().unwrap();
+        (seen.spans.clone(), seen.metrics.clone(), seen.service_names.clone())
+    };
+    assert!(services.iter().all(|s| s == "prober"), "{services:?}");
+    let one = |name: &str| -> Span {
+        let found = named(&spans, name);
+        assert_eq!(found.len(), 1, "one {name} span in {spans:#?}\n{printed}");
+        found[0].clone()
+    };
+    let turn = one("agent_sdk.turn");
+    let tool = one("execute_tool probe");
+    let mcp = one("tools/call probe");
+    assert_eq!(named(&spans, "chat fake-model").len(), 2);
+    assert_eq!(tool.parent_span_id, turn.span_id);
+    assert_eq!(mcp.parent_span_id, tool.span_id, "the MCP span is the tool call's child");
+    assert_eq!(mcp.trace_id, turn.trace_id);
+    assert_eq!(mcp.kind, 3, "a client span");
+    assert_eq!(attr(&mcp, "mcp.method.name").as_deref(), Some("tools/call"));
+    assert_eq!(attr(&mcp, "gen_ai.tool.name").as_deref(), Some("probe"));
+    assert_eq!(attr(&mcp, "gen_ai.operation.name").as_deref(), Some("execute_tool"));
+    assert_eq!(attr(&mcp, "bdk.mcp.server").as_deref(), Some("probe"));
+    assert_eq!(attr(&mcp, "network.transport").as_deref(), Some("tcp"));
+    assert_eq!(attr(&mcp, "server.address").as_deref(), Some("127.0.0.1"));
+    assert_eq!(attr(&mcp, "server.port"), Some(port.to_string()));
+    assert!(attr(&mcp, "mcp.session.id").is_some_and(|s| !s.is_empty()), "{mcp:#?}");
+    assert!(attr(&mcp, "mcp.protocol.version").is_some_and(|s| !s.is_empty()), "{mcp:#?}");
+    assert!(attr(&mcp, "error.type").is_none(), "{mcp:#?}");
+    assert!(metrics.iter().any(|m| m.name == "bdk.turn.duration"), "metrics flushed at exit: {metrics:#?}");
+    // A tool that answered `isError`: its MCP span says so.
+    let failed = one("tools/call broken");
+    assert_eq!(failed.parent_span_id, one("execute_tool broken").span_id);
+    assert_eq!(attr(&failed, "error.type").as_deref(), Some("tool_error"));
+    assert_eq!(failed.status.as_ref().map(|s| s.code), Some(2), "error status: {failed:#?}");
+
+    // The server saw the MCP span as the parent, in the header and in `_meta`.
+    let expected = format!("00-{}-{}-01", hex(&turn.trace_id), hex(&mcp.span_id));
+    let seen: Vec<Value> =
+        std::fs::read_to_string(&seen_file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(seen, vec![json!({"header": expected, "meta": expected})]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bdk_eval_exports_its_attempts_before_exiting() {
+    let receiver = Receiver::start().await;
+    let model = FakeServer::start().await;
+    model.push(Reply::sse(vec![oa::role(), oa::text("yes"), oa::finish("stop"), oa::usage(10, 5, 0, 0), oa::done()]));
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("evalbot");
+    std::fs::create_dir_all(project.join("bot")).unwrap();
+    std::fs::create_dir_all(project.join("evals")).unwrap();
+    std::fs::write(
+        project.join("bot/agent.toml"),
+        format!("[model]\nid = \"fake-model\"\nprovider = \"openai-compatible\"\nbase_url = \"{}\"\n", model.url()),
+    )
+    .unwrap();
+    std::fs::write(project.join("bot/instructions.md"), "Answer briefly.\n").unwrap();
+    std::fs::write(project.join("evals/evals.toml"), "max_concurrency = 1\ntimeout = \"20s\"\n").unwrap();
+    std::fs::write(
+        project.join("evals/smoke.eval.toml"),
+        "message = \"Say yes.\"\n[expect]\nreply_includes = [\"yes\"]\n",
+    )
+    .unwrap();
+    let state = root.path().join("state");
+    let mut command = one_shot(&["eval", "--dir", project.to_str().unwrap(), "--state-root"], &receiver);
+    command.arg(&state);
+    let output = finish(command).await;
+    let printed = format!("{}\n{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{printed}");
+
+    let (spans, metrics, services) = {
+        let seen = receiver.seen.lock().unwrap();
+        (seen.spans.clone(), seen.metrics.clone(), seen.service_names.clone())
+    };
+    assert!(services.iter().all(|s| s == "evalbot"), "{services:?}");
+    let turns = named(&spans, "agent_sdk.turn");
+    assert_eq!(turns.len(), 1, "{spans:#?}\n{printed}");
+    assert_eq!(attr(turns[0], "bdk.outcome").as_deref(), Some("completed"));
+    let chats = named(&spans, "chat fake-model");
+    assert_eq!(chats.len(), 1, "{spans:#?}");
+    assert_eq!(chats[0].parent_span_id, turns[0].span_id);
+    assert!(metrics.iter().any(|m| m.name == "gen_ai.client.token.usage"), "{metrics:#?}");
+}
+
+#[test]
+fn a_bad_otel_variable_stops_a_one_shot_command_with_its_name() {
+    use super::support::OutputWithin as _;
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "http://127.0.0.1:9");
+    std::fs::create_dir_all(project.join("evals")).unwrap();
+    std::fs::write(project.join("evals/evals.toml"), "max_concurrency = 1\n").unwrap();
+    std::fs::write(project.join("evals/smoke.eval.toml"), "message = \"hi\"\n[expect]\nreply_includes = [\"hi\"]\n")
+        .unwrap();
+    for command in [["run", "--message", "hi"].as_slice(), ["eval"].as_slice()] {
+        let output = bdk()
+            .args(command)
+            .args(["--dir", project.to_str().unwrap(), "--state-root"])
+            .arg(root.path().join("state"))
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
+            .output_within();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{command:?}: {stderr}");
+        assert!(stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{command:?}: {stderr}");
+    }
 }

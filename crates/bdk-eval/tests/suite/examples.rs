@@ -55,6 +55,7 @@ async fn run_example(name: &str, scripts: Vec<(&'static str, Vec<ScriptStep>)>) 
     let provider: Arc<dyn ModelProvider> = Arc::new(ByConversation { scripts });
     let setup = EvalSetup {
         tools: tools_factory(&project),
+        telemetry: Default::default(),
         project: Arc::new(project),
         state_dir: state.path().join(name),
         judge: provider.clone(),

@@ -112,6 +112,7 @@ impl Fx {
         let (model, judge) = (FakeServer::start().await, FakeServer::start().await);
         let setup = EvalSetup {
             tools: tools_factory(&project),
+            telemetry: Default::default(),
             project: Arc::new(project),
             state_dir: state.path().join("agent"),
             provider: provider(&model.url(), "fake-model"),

@@ -97,6 +97,7 @@ async fn serve(root: &Path, state: &Path, provider: Arc<Gate>) -> Served {
         provider,
         price: None,
         tools: Arc::new(|_: &Path| Ok(Arc::new(bdk_tools::NoTools) as Arc<dyn bdk_tools::ToolRegistry>)),
+        telemetry: Default::default(),
     };
     let evals = HashMap::from([("hello".to_owned(), EvalService::new(setup).unwrap())]);
     let app =
