@@ -1,0 +1,144 @@
+//! The store's writer thread: the one place event logs are written. Appends to every open log
+//! of the store queue on one bounded channel; the thread takes everything queued, groups it by
+//! log and commits each log's share with one `write` and one fsync (`Shared::commit` in
+//! `log.rs`), then publishes and acknowledges it. No append hops through tokio's blocking pool,
+//! and a batch that spans many sessions costs one wake-up of one thread.
+//!
+//! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
+//! in `handoff_tests.rs` drive the same functions as production.
+
+use std::sync::Arc;
+use std::thread;
+
+use tokio::sync::mpsc;
+
+use super::log::AppendRequest;
+
+/// The sending side of a store's writer thread. The thread ends once every handle is dropped
+/// and what was queued is written.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterHandle {
+    requests: mpsc::Sender<AppendRequest>,
+}
+
+impl WriterHandle {
+    /// Starts the writer thread of a store.
+    pub fn start(queue_capacity: usize, max_batch_events: usize) -> std::io::Result<Self> {
+        let (requests, queue) = mpsc::channel(queue_capacity.max(1));
+        let max_batch_events = max_batch_events.max(1);
+        thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(queue, max_batch_events))?;
+        Ok(WriterHandle { requests })
+    }
+
+    /// Queues an append; waits while the queue is full. `Err` when the thread has stopped.
+    pub async fn send(&self, request: AppendRequest) -> Result<(), AppendRequest> {
+        self.requests.send(request).await.map_err(|e| e.0)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.requests.is_closed()
+    }
+
+    /// Appends queued and not yet taken by the thread.
+    #[cfg(test)]
+    pub fn queued(&self) -> usize {
+        self.requests.max_capacity() - self.requests.capacity()
+    }
+}
+
+fn run(mut queue: mpsc::Receiver<AppendRequest>, max_batch_events: usize) {
+    while let Some(first) = queue.blocking_recv() {
+        let batch = take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok());
+        for requests in by_log(batch, |r| Arc::as_ptr(&r.log)) {
+            let log = requests[0].log.clone();
+            log.commit(requests);
+        }
+    }
+    // Every sender is gone: the store and its logs were dropped.
+}
+
+/// A group commit's requests: `first`, then whatever `next` has queued, until the batch holds
+/// `max_events` events or the queue is empty.
+pub(crate) fn take_batch<R>(
+    first: R,
+    events: impl Fn(&R) -> usize,
+    max_events: usize,
+    mut next: impl FnMut() -> Option<R>,
+) -> Vec<R> {
+    let mut count = events(&first);
+    let mut batch = vec![first];
+    while count < max_events {
+        let Some(request) = next() else { break };
+        count += events(&request);
+        batch.push(request);
+    }
+    batch
+}
+
+/// Splits a batch by log: each log's requests in the order they were queued, logs in the order
+/// their first request was.
+pub(crate) fn by_log<R, K: PartialEq>(batch: Vec<R>, key: impl Fn(&R) -> K) -> Vec<Vec<R>> {
+    let mut groups: Vec<(K, Vec<R>)> = Vec::new();
+    for request in batch {
+        let k = key(&request);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, requests)) => requests.push(request),
+            None => groups.push((k, vec![request])),
+        }
+    }
+    groups.into_iter().map(|(_, requests)| requests).collect()
+}
+
+/// Gives one log's requests consecutive indices from `next` on, in order. `stage(request,
+/// first)` returns the staged request and how many indices it took, or `None` when it failed
+/// (it has answered the request itself) and took none. Returns the staged requests and the
+/// index after the last one.
+pub(crate) fn assign<R, S>(
+    next: u64,
+    requests: impl IntoIterator<Item = R>,
+    mut stage: impl FnMut(R, u64) -> Option<(S, u64)>,
+) -> (Vec<S>, u64) {
+    let mut index = next;
+    let mut staged = Vec::new();
+    for request in requests {
+        if let Some((s, taken)) = stage(request, index) {
+            index += taken;
+            staged.push(s);
+        }
+    }
+    (staged, index)
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod store_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_stops_at_the_event_limit_and_keeps_queue_order() {
+        let mut queue = vec![3, 1, 5, 2].into_iter();
+        let batch = take_batch(2, |&n| n, 6, || queue.next());
+        assert_eq!(batch, [2, 3, 1]);
+        assert_eq!(queue.next(), Some(5), "the rest stays queued");
+        let mut empty = std::iter::empty();
+        assert_eq!(take_batch(9, |&n| n, 6, || empty.next()), [9], "one request may exceed the limit");
+    }
+
+    #[test]
+    fn requests_group_by_log_in_queue_order() {
+        let batch = vec![("a", 1), ("b", 1), ("a", 2), ("c", 1), ("b", 2)];
+        let groups = by_log(batch, |&(log, _)| log);
+        assert_eq!(groups, [vec![("a", 1), ("a", 2)], vec![("b", 1), ("b", 2)], vec![("c", 1)]]);
+    }
+
+    #[test]
+    fn indices_are_consecutive_and_a_failed_request_takes_none() {
+        let (staged, next) =
+            assign(10, [2u64, 0, 3], |n, first| (n != 0).then(|| ((first..first + n).collect::<Vec<_>>(), n)));
+        assert_eq!(staged, [vec![10, 11], vec![12, 13, 14]]);
+        assert_eq!(next, 15);
+    }
+}
