@@ -150,10 +150,9 @@ impl Source for FsSource {
         let path = self.path.clone();
         self.syncs.log_read();
         match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
-            Ok((events, next)) => Ok((
-                events.into_iter().map(Arc::new).collect(),
-                (next.offset < next.end).then_some(Span::Disk(next)),
-            )),
+            Ok((events, next)) => {
+                Ok((events.into_iter().map(Arc::new).collect(), (next.offset < next.end).then_some(Span::Disk(next))))
+            }
             Err(error) if error.is_not_found() => Err(Error::SessionNotFound(self.session.clone())),
             Err(error) => Err(error),
         }

@@ -39,7 +39,8 @@ pub struct FsStoreOptions {
     /// The most events one group commit takes from the queue (across every log of the store).
     /// `1` disables group commit (one fsync per append); useful only as a benchmark baseline.
     pub max_batch_events: usize,
-    /// Append requests that may wait for the writer before `append` itself waits (backpressure).
+    /// Append requests (for every log of the store together) that may wait for the writer
+    /// thread before `append` itself waits (backpressure).
     pub queue_capacity: usize,
     /// Live events buffered per follower; a follower that falls further behind catches up from disk.
     pub broadcast_capacity: usize,
@@ -148,6 +149,11 @@ impl Shared {
     #[cfg(test)]
     pub fn hold_writes(&self) -> MutexGuard<'_, FileSide> {
         self.file.lock().unwrap()
+    }
+
+    /// Refuses every later append to this log; the store replaces it by reopening the file.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
     }
 
     /// Whether appends to this log are refused for good (the session was deleted).
@@ -311,8 +317,13 @@ impl Shared {
             let mut events = Vec::with_capacity(request.events.len());
             let mut index = first;
             for new in request.events {
-                let event =
-                    Event { index, session_id: self.session.clone(), turn_id: new.turn_id, at: timestamp_now(), data: new.data };
+                let event = Event {
+                    index,
+                    session_id: self.session.clone(),
+                    turn_id: new.turn_id,
+                    at: timestamp_now(),
+                    data: new.data,
+                };
                 let offset = len + buf.len() as u64;
                 let start = buf.len();
                 if let Err(e) = serde_json::to_writer(&mut buf, &event) {
@@ -382,8 +393,8 @@ impl Shared {
             Err(error) => {
                 let stop = matches!(error, Error::SessionNotFound(_));
                 if stop {
-                    self.stopped.store(true, Ordering::Release);
-                    tracing::error!(session = %self.session, error = %error, "event log writer stopped");
+                    self.stop();
+                    tracing::error!(session = %self.session, error = %error, "event log stopped: its session is gone");
                 } else {
                     // Whatever part of the batch reached the file is cut before the waiters
                     // hear of the failure, or before the next write if the cut fails too.

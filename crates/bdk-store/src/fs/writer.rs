@@ -7,6 +7,7 @@
 //! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
 //! in `handoff_tests.rs` drive the same functions as production.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread;
 
@@ -51,7 +52,12 @@ fn run(mut queue: mpsc::Receiver<AppendRequest>, max_batch_events: usize) {
         let batch = take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok());
         for requests in by_log(batch, |r| Arc::as_ptr(&r.log)) {
             let log = requests[0].log.clone();
-            log.commit(requests);
+            // A bug in one log's commit must not stop every log of the store: that log stops
+            // (its waiters get `LogClosed`, the next use reopens and recovers it).
+            if panic::catch_unwind(AssertUnwindSafe(|| log.commit(requests))).is_err() {
+                tracing::error!(session = %log.session, "event log commit panicked; the log will be reopened");
+                log.stop();
+            }
         }
     }
     // Every sender is gone: the store and its logs were dropped.

@@ -10,11 +10,11 @@ use std::time::Duration;
 use bdk_protocol::event::{SessionMode, TextDelta};
 use bdk_protocol::{EventData, SessionId};
 
-use crate::fs::log::faults::{self, Fault};
-use crate::fs::log::{TAIL_BYTES, TAIL_EVENTS};
 use crate::api::{EventLog, NewEvent, SessionStore, SharedEvent};
 use crate::error::Result;
 use crate::fs::FsStore;
+use crate::fs::log::faults::{self, Fault};
+use crate::fs::log::{TAIL_BYTES, TAIL_EVENTS};
 use crate::record::SessionRecord;
 
 fn delta(text: &str) -> NewEvent {
