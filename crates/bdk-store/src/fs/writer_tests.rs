@@ -12,9 +12,9 @@ use bdk_protocol::{EventData, SessionId};
 
 use crate::api::{EventLog, NewEvent, SessionStore, SharedEvent};
 use crate::error::Result;
-use crate::fs::FsStore;
 use crate::fs::log::faults::{self, Fault};
 use crate::fs::log::{TAIL_BYTES, TAIL_EVENTS};
+use crate::fs::{FsStore, FsStoreOptions};
 use crate::record::SessionRecord;
 
 fn delta(text: &str) -> NewEvent {
@@ -46,9 +46,18 @@ fn spawn_append(store: &FsStore, id: &SessionId, text: &str) -> tokio::task::Joi
     tokio::spawn(async move { store.append(&id, events).await })
 }
 
+/// The most events a batch takes in these tests.
+const BATCH: usize = 8;
+
+/// A store whose batches take at most [`BATCH`] events.
+fn store(dir: &tempfile::TempDir) -> FsStore {
+    FsStore::open_with(dir.path(), FsStoreOptions { max_batch_events: BATCH, ..FsStoreOptions::default() }).unwrap()
+}
+
 /// With the caller holding `blocker`'s write side: sends an append to `blocker`, which the
 /// writer thread takes and then waits in, and queues `appends` behind it. Dropping the guard
-/// lets them go as one batch.
+/// lets them go as one batch. The blocking append fills a batch by itself, so the thread does
+/// not look at the queue again before it waits.
 async fn queue_behind(
     store: &FsStore,
     blocker: &SessionId,
@@ -60,7 +69,7 @@ async fn queue_behind(
         let (store, id, sent) = (store.clone(), blocker.clone(), sent.clone());
         tokio::spawn(async move {
             sent.store(true, Ordering::SeqCst);
-            store.append(&id, vec![delta("blocker")]).await
+            store.append(&id, (0..BATCH).map(|_| delta("blocker")).collect()).await
         })
     };
     // Sent, then taken by the writer thread, which now waits for the guard.
@@ -75,7 +84,7 @@ async fn queue_behind(
 #[allow(clippy::await_holding_lock)] // the guard is what holds the writer thread
 async fn a_batch_spanning_several_logs_makes_one_write_and_sync_per_log() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path()).unwrap();
+    let store = store(&dir);
     let (x, a, b) = (session(&store).await, session(&store).await, session(&store).await);
     let before = store.syncs();
 
@@ -101,7 +110,7 @@ async fn a_batch_spanning_several_logs_makes_one_write_and_sync_per_log() {
 #[allow(clippy::await_holding_lock)]
 async fn a_failing_log_does_not_fail_another_log_in_the_same_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path()).unwrap();
+    let store = store(&dir);
     let (x, a, b) = (session(&store).await, session(&store).await, session(&store).await);
     within(store.append(&a, vec![delta("kept")])).await.unwrap();
     let a_path = store.layout().events_path(&a);
