@@ -1,6 +1,7 @@
 //! One session's event log: the handle callers append through, and what the store's writer
-//! thread (`writer.rs`) does to commit a batch of this log's appends: one `write`, one fsync
-//! (group commit), then publish and acknowledge.
+//! thread (`writer.rs`) does to commit a batch of this log's appends: one `write`
+//! ([`Shared::write`]), one fsync ([`Written::sync`]), then publish and acknowledge
+//! ([`Written::finish`]).
 //!
 //! Order of effects for every batch: assign indices → write → fsync → update the durable mark,
 //! the in-memory tail and broadcast (under one lock, so a new follower sees each event exactly
@@ -296,14 +297,15 @@ struct Staged {
 }
 
 impl Shared {
-    /// Commits one batch of this log's appends, in order: one write, one fsync, then publish and
-    /// acknowledge. Every request is answered. Runs on the writer thread.
-    pub(crate) fn commit(&self, requests: Vec<AppendRequest>) {
+    /// The first half of committing one batch of this log's appends, on the writer thread:
+    /// gives them indices and writes them in one `write`. Requests that cannot be staged are
+    /// answered here; `None` when nothing is left to sync (every request has been answered).
+    pub(crate) fn write(&self, requests: Vec<AppendRequest>) -> Option<Written<'_>> {
         if self.is_stopped() {
             for request in requests {
                 let _ = request.ack.send(Err(Error::LogClosed(self.session.clone())));
             }
-            return;
+            return None;
         }
         let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let (len, next_index) = {
@@ -346,35 +348,76 @@ impl Shared {
             for s in staged {
                 let _ = s.ack.send(Ok(s.events.into_iter().map(|(event, _)| event).collect()));
             }
-            return;
+            return None;
         }
 
-        let new_len = len + buf.len() as u64;
         // A session folder deleted behind our back must not be written to (the file would be
         // an orphan and the ack a lie).
-        let written = if side.session_json.exists() {
-            side.ready(&self.path, len, &self.syncs).and_then(|file| {
-                write_batch(file, &buf, &self.path)
-                    .and_then(|()| self.syncs.data(file))
-                    .map_err(|e| Error::io(&self.path, e))
-            })
+        let failed = if side.session_json.exists() {
+            side.ready(&self.path, len, &self.syncs)
+                .and_then(|file| write_batch(file, &buf, &self.path).map_err(|e| Error::io(&self.path, e)))
+                .err()
         } else {
-            Err(Error::SessionNotFound(self.session.clone()))
+            Some(Error::SessionNotFound(self.session.clone()))
         };
+        let new_len = len + buf.len() as u64;
+        Some(Written { log: self, side, staged, len, new_len, index, checkpoints, failed })
+    }
+}
 
-        match written {
+/// One log's share of a batch, written and waiting for its fsync. Holds the log's write side.
+pub(crate) struct Written<'a> {
+    log: &'a Shared,
+    side: MutexGuard<'a, FileSide>,
+    staged: Vec<Staged>,
+    /// The durable length before this write, and after it once synced.
+    len: u64,
+    new_len: u64,
+    /// The index after the last event written.
+    index: u64,
+    checkpoints: Vec<u64>,
+    /// Why the write failed, if it did.
+    failed: Option<Error>,
+}
+
+impl<'a> Written<'a> {
+    /// The log this belongs to.
+    pub fn log(&self) -> &'a Shared {
+        self.log
+    }
+
+    /// Makes the write durable (`fdatasync`). Callable from any thread; nothing to do when the
+    /// write failed.
+    pub fn sync(&self) -> Result<()> {
+        match (&self.failed, &self.side.file) {
+            (None, Some(file)) => self.log.syncs.data(file).map_err(|e| Error::io(&self.log.path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The second half of the commit, after [`Written::sync`] returned `synced`: publish and
+    /// acknowledge, or cut the file back and fail every request of the batch.
+    pub fn finish(mut self, synced: Result<()>) {
+        let log = self.log;
+        let outcome = match self.failed.take() {
+            Some(error) => Err(error),
+            None => synced,
+        };
+        match outcome {
             Ok(()) => {
                 let mut tail = Vec::new();
-                let committed = staged
+                let committed = self
+                    .staged
                     .into_iter()
                     .map(|s| {
                         tail.extend(s.events.iter().cloned());
                         (s.ack, s.events.into_iter().map(|(event, _)| event).collect())
                     })
                     .collect();
+                let (new_len, index, checkpoints) = (self.new_len, self.index, self.checkpoints);
                 handoff::publish_then_ack(
-                    &self.state,
-                    &self.tx,
+                    &log.state,
+                    &log.tx,
                     |state: &mut Durable| {
                         state.len = new_len;
                         state.next_index = index;
@@ -391,19 +434,18 @@ impl Shared {
                 );
             }
             Err(error) => {
-                let stop = matches!(error, Error::SessionNotFound(_));
-                if stop {
-                    self.stop();
-                    tracing::error!(session = %self.session, error = %error, "event log stopped: its session is gone");
+                if matches!(error, Error::SessionNotFound(_)) {
+                    log.stop();
+                    tracing::error!(session = %log.session, error = %error, "event log stopped: its session is gone");
                 } else {
                     // Whatever part of the batch reached the file is cut before the waiters
                     // hear of the failure, or before the next write if the cut fails too.
-                    side.cut_pending = true;
-                    if let Err(cut) = side.ready(&self.path, len, &self.syncs) {
-                        tracing::warn!(session = %self.session, error = %cut, "cannot cut a failed write yet; will before the next write");
+                    self.side.cut_pending = true;
+                    if let Err(cut) = self.side.ready(&log.path, self.len, &log.syncs) {
+                        tracing::warn!(session = %log.session, error = %cut, "cannot cut a failed write yet; will before the next write");
                     }
                 }
-                for s in staged {
+                for s in self.staged {
                     let _ = s.ack.send(Err(error.duplicate()));
                 }
             }

@@ -1,8 +1,9 @@
 //! The store's writer thread: the one place event logs are written. Appends to every open log
 //! of the store queue on one bounded channel; the thread takes everything queued, groups it by
-//! log and commits each log's share with one `write` and one fsync (`Shared::commit` in
-//! `log.rs`), then publishes and acknowledges it. No append hops through tokio's blocking pool,
-//! and a batch that spans many sessions costs one wake-up of one thread.
+//! log and commits each log's share with one `write` and one fsync (`log.rs`), then publishes
+//! and acknowledges it. No append hops through tokio's blocking pool, and a batch that spans
+//! many sessions costs one wake-up of one thread (plus short-lived threads that run its fsyncs
+//! side by side when it spans several logs).
 //!
 //! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
 //! in `handoff_tests.rs` drive the same functions as production.
@@ -13,7 +14,8 @@ use std::thread;
 
 use tokio::sync::mpsc;
 
-use super::log::AppendRequest;
+use super::log::{AppendRequest, Shared, Written};
+use crate::error::{Error, Result};
 
 /// The sending side of a store's writer thread. The thread ends once every handle is dropped
 /// and what was queued is written.
@@ -50,17 +52,74 @@ impl WriterHandle {
 fn run(mut queue: mpsc::Receiver<AppendRequest>, max_batch_events: usize) {
     while let Some(first) = queue.blocking_recv() {
         let batch = take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok());
-        for requests in by_log(batch, |r| Arc::as_ptr(&r.log)) {
-            let log = requests[0].log.clone();
-            // A bug in one log's commit must not stop every log of the store: that log stops
-            // (its waiters get `LogClosed`, the next use reopens and recovers it).
-            if panic::catch_unwind(AssertUnwindSafe(|| log.commit(requests))).is_err() {
-                tracing::error!(session = %log.session, "event log commit panicked; the log will be reopened");
-                log.stop();
-            }
-        }
+        commit(by_log(batch, |r| Arc::as_ptr(&r.log)));
     }
     // Every sender is gone: the store and its logs were dropped.
+}
+
+/// The most threads that fsync the logs of one batch at once.
+const SYNC_THREADS: usize = 16;
+
+/// Commits a batch, one group of requests per log: writes each log's share, fsyncs them all
+/// (in parallel when there are several, so the file system can fold them into one journal
+/// commit instead of paying one device flush after another), then publishes and acknowledges
+/// each. A log that fails is cut back and its own requests fail; the others are unaffected.
+fn commit(groups: Vec<Vec<AppendRequest>>) {
+    let logs: Vec<Arc<Shared>> = groups.iter().map(|requests| requests[0].log.clone()).collect();
+    let written: Vec<Written<'_>> =
+        logs.iter().zip(groups).filter_map(|(log, requests)| guard(log, || log.write(requests)).flatten()).collect();
+    let synced = sync_all(&written);
+    for (written, synced) in written.into_iter().zip(synced) {
+        let log = written.log();
+        guard(log, || written.finish(synced));
+    }
+}
+
+/// Runs one log's part of a commit. A bug in it must not stop every log of the store: that log
+/// stops instead (its waiters get `LogClosed`; the next use reopens and recovers it).
+fn guard<T>(log: &Shared, f: impl FnOnce() -> T) -> Option<T> {
+    match panic::catch_unwind(AssertUnwindSafe(f)) {
+        Ok(value) => Some(value),
+        Err(_) => {
+            tracing::error!(session = %log.session, "event log commit panicked; the log will be reopened");
+            log.stop();
+            None
+        }
+    }
+}
+
+/// Syncs every written log: on this thread when there is one, on up to [`SYNC_THREADS`]
+/// threads at once when there are more.
+fn sync_all(written: &[Written<'_>]) -> Vec<Result<()>> {
+    if written.len() <= 1 {
+        return written.iter().map(Written::sync).collect();
+    }
+    let per_thread = written.len().div_ceil(SYNC_THREADS);
+    let sync_chunk = |chunk: &[Written<'_>]| chunk.iter().map(Written::sync).collect::<Vec<_>>();
+    thread::scope(|scope| {
+        let mut chunks = written.chunks(per_thread);
+        let own = chunks.next().unwrap_or_default();
+        let others: Vec<_> = chunks
+            .map(|chunk| {
+                (
+                    chunk,
+                    thread::Builder::new().name("bdk-store-sync".into()).spawn_scoped(scope, move || sync_chunk(chunk)),
+                )
+            })
+            .collect();
+        let mut results = sync_chunk(own);
+        for (chunk, spawned) in others {
+            let synced = match spawned {
+                Ok(handle) => handle.join().unwrap_or_else(|_| {
+                    chunk.iter().map(|_| Err(Error::Task("an fsync thread panicked".into()))).collect()
+                }),
+                // No thread to spare: sync here.
+                Err(_) => sync_chunk(chunk),
+            };
+            results.extend(synced);
+        }
+        results
+    })
 }
 
 /// A group commit's requests: `first`, then whatever `next` has queued, until the batch holds
