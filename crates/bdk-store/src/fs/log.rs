@@ -45,11 +45,14 @@ pub struct FsStoreOptions {
     pub queue_capacity: usize,
     /// Live events buffered per follower; a follower that falls further behind catches up from disk.
     pub broadcast_capacity: usize,
+    /// Threads that take turns committing appends (`writer.rs`): while one waits for a device
+    /// flush, the next takes what has queued since.
+    pub writer_threads: usize,
 }
 
 impl Default for FsStoreOptions {
     fn default() -> Self {
-        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024 }
+        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024, writer_threads: 4 }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The filesystem backend: one agent's state directory (see [`Layout`]), with a registry of open
-//! event logs and one writer thread that commits them all (`writer.rs`). Implements every trait
+//! event logs and a few writer threads that commit them all (`writer.rs`). Implements every trait
 //! in `api.rs`; each concern has a file.
 
 mod artifacts;
@@ -56,7 +56,7 @@ struct Inner {
     logs: Mutex<HashMap<SessionId, LogCell>>,
     /// Every durable sync this store makes.
     syncs: Arc<SyncCounters>,
-    /// The thread that writes every log of this store.
+    /// The threads that write every log of this store.
     writer: WriterHandle,
 }
 
@@ -86,7 +86,7 @@ impl FsStore {
         }
         sessions::sweep_trash(&layout);
         let syncs = Arc::new(SyncCounters::default());
-        let writer = WriterHandle::start(options.queue_capacity, options.max_batch_events)
+        let writer = WriterHandle::start(&options)
             .map_err(|e| Error::Task(format!("cannot start the event log writer: {e}")))?;
         let logs = Mutex::new(HashMap::new());
         Ok(FsStore { inner: Arc::new(Inner { layout, options, logs, syncs, writer }) })

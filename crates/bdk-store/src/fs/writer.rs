@@ -1,35 +1,46 @@
-//! The store's writer thread: the one place event logs are written. Appends to every open log
-//! of the store queue on one bounded channel; the thread takes everything queued, groups it by
-//! log and commits each log's share with one `write` and one fsync (`log.rs`), then publishes
-//! and acknowledges it. No append hops through tokio's blocking pool, and a batch that spans
-//! many sessions costs one wake-up of one thread (plus short-lived threads that run its fsyncs
-//! side by side when it spans several logs).
+//! The store's writer threads: the one place event logs are written. Appends to every open log
+//! of the store queue on one bounded channel. A few threads take turns at it: the one whose turn
+//! it is waits for the next append, takes everything queued and hands the queue to the next,
+//! then groups its batch by log and commits each log's share with one `write` and one fsync
+//! (`log.rs`), then publishes and acknowledges it. No append hops through tokio's blocking pool;
+//! a batch that spans many sessions costs one wake-up, and its fsyncs run side by side
+//! (short-lived threads), as do the fsyncs of batches taken by different threads, so a
+//! session's commit never waits for another session's device flush.
+//!
+//! A log's commits stay in order and one at a time: a batch holds a log's write side from its
+//! write to its publication, so a later batch for the same log waits for it (and then carries
+//! everything queued meanwhile: group commit). Batches lock their logs in one global order (by
+//! address), so two threads never wait for each other.
 //!
 //! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
 //! in `handoff_tests.rs` drive the same functions as production.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 
 use tokio::sync::mpsc;
 
-use super::log::{AppendRequest, Shared, Written};
+use super::log::{AppendRequest, FsStoreOptions, Shared, Written};
 use crate::error::{Error, Result};
 
-/// The sending side of a store's writer thread. The thread ends once every handle is dropped
-/// and what was queued is written.
+/// The sending side of a store's writer threads. They end once every handle is dropped and what
+/// was queued is written.
 #[derive(Debug, Clone)]
 pub(crate) struct WriterHandle {
     requests: mpsc::Sender<AppendRequest>,
 }
 
 impl WriterHandle {
-    /// Starts the writer thread of a store.
-    pub fn start(queue_capacity: usize, max_batch_events: usize) -> std::io::Result<Self> {
-        let (requests, queue) = mpsc::channel(queue_capacity.max(1));
-        let max_batch_events = max_batch_events.max(1);
-        thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(queue, max_batch_events))?;
+    /// Starts the writer threads of a store.
+    pub fn start(options: &FsStoreOptions) -> std::io::Result<Self> {
+        let (requests, queue) = mpsc::channel(options.queue_capacity.max(1));
+        let queue = Arc::new(Mutex::new(queue));
+        let max_batch_events = options.max_batch_events.max(1);
+        for _ in 0..options.writer_threads.max(1) {
+            let queue = queue.clone();
+            thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(&queue, max_batch_events))?;
+        }
         Ok(WriterHandle { requests })
     }
 
@@ -49,12 +60,20 @@ impl WriterHandle {
     }
 }
 
-fn run(mut queue: mpsc::Receiver<AppendRequest>, max_batch_events: usize) {
-    while let Some(first) = queue.blocking_recv() {
-        let batch = take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok());
-        commit(by_log(batch, |r| Arc::as_ptr(&r.log)));
+fn run(queue: &Mutex<mpsc::Receiver<AppendRequest>>, max_batch_events: usize) {
+    loop {
+        let batch = {
+            // This thread's turn at the queue; the next waits here.
+            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+            // `None`: every sender is gone (the store and its logs were dropped).
+            let Some(first) = queue.blocking_recv() else { return };
+            take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok())
+        };
+        let mut groups = by_log(batch, |r| Arc::as_ptr(&r.log));
+        // One global locking order, so batches on different threads cannot deadlock.
+        groups.sort_by_key(|requests| Arc::as_ptr(&requests[0].log) as usize);
+        commit(groups);
     }
-    // Every sender is gone: the store and its logs were dropped.
 }
 
 /// The most threads that fsync the logs of one batch at once.

@@ -49,9 +49,10 @@ fn spawn_append(store: &FsStore, id: &SessionId, text: &str) -> tokio::task::Joi
 /// The most events a batch takes in these tests.
 const BATCH: usize = 8;
 
-/// A store whose batches take at most [`BATCH`] events.
+/// A store with one writer thread whose batches take at most [`BATCH`] events.
 fn store(dir: &tempfile::TempDir) -> FsStore {
-    FsStore::open_with(dir.path(), FsStoreOptions { max_batch_events: BATCH, ..FsStoreOptions::default() }).unwrap()
+    let options = FsStoreOptions { max_batch_events: BATCH, writer_threads: 1, ..FsStoreOptions::default() };
+    FsStore::open_with(dir.path(), options).unwrap()
 }
 
 /// With the caller holding `blocker`'s write side: sends an append to `blocker`, which the
@@ -201,4 +202,62 @@ async fn a_reopened_log_reads_from_disk_until_it_appends() {
     within(store.append(&id, vec![delta("b")])).await.unwrap();
     assert_eq!(within(store.read(&id, 1, None)).await.unwrap().len(), 1);
     assert_eq!(store.log_reads(), reads + 2, "what this log committed since is in memory");
+}
+
+#[tokio::test]
+#[allow(clippy::await_holding_lock)]
+async fn a_commit_does_not_wait_for_another_logs_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = FsStoreOptions { max_batch_events: BATCH, writer_threads: 2, ..FsStoreOptions::default() };
+    let store = FsStore::open_with(dir.path(), options).unwrap();
+    let (x, a) = (session(&store).await, session(&store).await);
+
+    let blocker = within(store.log(&x)).await.unwrap();
+    let guard = blocker.shared.hold_writes();
+    let tasks = queue_behind(&store, &x, &[]).await;
+    // One thread waits inside X's commit; the other commits A meanwhile.
+    let written = within(store.append(&a, vec![delta("a")])).await.unwrap();
+    assert_eq!(written[0].index, 0);
+    drop(guard);
+    for task in tasks {
+        within(task).await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_appends_to_many_logs_keep_each_log_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path()).unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..6 {
+        ids.push(session(&store).await);
+    }
+    let mut followers = Vec::new();
+    for id in &ids {
+        followers.push(within(store.follow(id, 0)).await.unwrap());
+    }
+    let mut tasks = Vec::new();
+    for id in &ids {
+        for appender in 0..4 {
+            let (store, id) = (store.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                for n in 0..10 {
+                    let events = (0..=n % 3).map(|_| delta(&format!("{appender}"))).collect();
+                    let written = store.append(&id, events).await.unwrap();
+                    assert!(written.windows(2).all(|w| w[1].index == w[0].index + 1));
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        within(task).await.unwrap();
+    }
+    let per_log: u64 = 4 * (0..10u64).map(|n| n % 3 + 1).sum::<u64>();
+    for (id, follower) in ids.iter().zip(&mut followers) {
+        let read = within(store.read(id, 0, None)).await.unwrap();
+        assert_eq!(read.iter().map(|e| e.index).collect::<Vec<_>>(), (0..per_log).collect::<Vec<_>>());
+        for want in 0..per_log {
+            assert_eq!(within(follower.next()).await.unwrap().unwrap().index, want);
+        }
+    }
 }
