@@ -126,7 +126,7 @@ pub trait EventLog: Send + Sync + fmt::Debug {
     fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>>;
 
     /// A hint that the session's log will not be used for a while (its actor went idle): the
-    /// backend may free what an open log holds (a writer task, a file, buffers). A log with live
+    /// backend may free what an open log holds (a file, buffers, recent events). A log with live
     /// followers or a call in progress stays open. The next call reopens it transparently.
     /// Backends that hold nothing per log do nothing.
     fn release(&self, session: &SessionId);

@@ -2,8 +2,9 @@
 //! subscription. Appending lives in `log.rs`.
 //!
 //! A follower takes, under the writer's publish lock, the durable length and a broadcast
-//! receiver. Everything below that mark comes from disk, everything above from the channel, and
-//! the two cannot overlap or leave a hole. A follower that lags past the channel's buffer (or
+//! receiver. Everything below that mark comes from the log's in-memory tail when it holds it all
+//! (no I/O), or else from disk, everything above from the channel, and the two cannot overlap or
+//! leave a hole. A follower that lags past the channel's buffer (or
 //! sees an index it did not expect) takes a fresh snapshot and catches up from disk again. That
 //! protocol is `handoff.rs` (tested under `shuttle`); this file gives it the file and the channel.
 
@@ -18,6 +19,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use super::blocking;
 use super::handoff::{Follower, Live, Source, Topic};
 use super::log::{Durable, Shared};
+use super::syncs::SyncCounters;
 use crate::api::{BoxFuture, EventFollower, SharedEvent};
 use crate::error::{Error, Result};
 
@@ -65,16 +67,29 @@ pub(crate) fn read_chunk(path: &Path, cursor: Cursor, from: u64, max: usize) -> 
     Ok((events, next))
 }
 
-/// Starts a scan of the durable prefix for `from`; `None` when nothing durable is at or past it.
-pub(crate) fn start_cursor(shared: &Shared, from: u64) -> Option<Cursor> {
-    cursor_for(&shared.state(), from)
+/// Where the durable events from some index on are read from.
+#[derive(Debug, Clone)]
+pub(crate) enum Span {
+    /// A scan of the file.
+    Disk(Cursor),
+    /// The events themselves, from the log's in-memory tail: reading them does no I/O.
+    Tail(Vec<SharedEvent>),
 }
 
-fn cursor_for(state: &Durable, from: u64) -> Option<Cursor> {
-    (from < state.next_index).then(|| {
-        let (offset, index) = state.seek(from);
-        Cursor { offset, index, end: state.len }
-    })
+/// Where to read the durable events from `from` on; `None` when nothing durable is at or past it.
+pub(crate) fn start_span(shared: &Shared, from: u64) -> Option<Span> {
+    span_for(&shared.state(), from)
+}
+
+fn span_for(state: &Durable, from: u64) -> Option<Span> {
+    if from >= state.next_index {
+        return None;
+    }
+    if let Some(events) = state.tail.since(from, state.next_index) {
+        return Some(Span::Tail(events));
+    }
+    let (offset, index) = state.seek(from);
+    Some(Span::Disk(Cursor { offset, index, end: state.len }))
 }
 
 /// The filesystem backend's [`EventFollower`]: the hand-off of `handoff.rs` over the log file
@@ -84,8 +99,12 @@ pub(crate) struct FsFollower(Follower<FsSource>);
 
 impl FsFollower {
     pub fn start(shared: &Arc<Shared>, from: u64) -> Self {
-        let source =
-            FsSource { session: shared.session.clone(), path: shared.path.clone(), shared: Arc::downgrade(shared) };
+        let source = FsSource {
+            session: shared.session.clone(),
+            path: shared.path.clone(),
+            syncs: shared.syncs.clone(),
+            shared: Arc::downgrade(shared),
+        };
         FsFollower(Follower::start(source, from))
     }
 }
@@ -101,13 +120,14 @@ impl EventFollower for FsFollower {
 pub(crate) struct FsSource {
     session: SessionId,
     path: PathBuf,
+    syncs: Arc<SyncCounters>,
     /// Weak, so that closing or deleting the log drops the channel and ends the stream.
     shared: Weak<Shared>,
 }
 
 impl Source for FsSource {
     type Event = SharedEvent;
-    type Cursor = Cursor;
+    type Cursor = Span;
     type Receiver = broadcast::Receiver<SharedEvent>;
     type Error = Error;
 
@@ -115,15 +135,23 @@ impl Source for FsSource {
         event.index
     }
 
-    fn snapshot(&self, from: u64) -> Option<(Option<Cursor>, broadcast::Receiver<SharedEvent>)> {
-        Some(self.shared.upgrade()?.subscribe(|state| cursor_for(state, from)))
+    fn snapshot(&self, from: u64) -> Option<(Option<Span>, broadcast::Receiver<SharedEvent>)> {
+        Some(self.shared.upgrade()?.subscribe(|state| span_for(state, from)))
     }
 
-    async fn read(&self, cursor: Cursor, want: u64) -> Result<(Vec<SharedEvent>, Option<Cursor>)> {
+    async fn read(&self, span: Span, want: u64) -> Result<(Vec<SharedEvent>, Option<Span>)> {
+        let cursor = match span {
+            Span::Tail(mut events) => {
+                events.retain(|event| event.index >= want);
+                return Ok((events, None));
+            }
+            Span::Disk(cursor) => cursor,
+        };
         let path = self.path.clone();
+        self.syncs.log_read();
         match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
             Ok((events, next)) => {
-                Ok((events.into_iter().map(Arc::new).collect(), (next.offset < next.end).then_some(next)))
+                Ok((events.into_iter().map(Arc::new).collect(), (next.offset < next.end).then_some(Span::Disk(next))))
             }
             Err(error) if error.is_not_found() => Err(Error::SessionNotFound(self.session.clone())),
             Err(error) => Err(error),

@@ -6,8 +6,9 @@
 //! tokio's broadcast channel. `handoff_tests.rs` runs the same code under `shuttle`, which
 //! schedules the threads of a writer and followers deterministically at random and checks that
 //! every follower sees each index exactly once, in order, and that an acknowledged append is
-//! visible to whoever starts reading after the acknowledgement. Reading the file and the
-//! writer's batching and index assignment are not here.
+//! visible to whoever starts reading after the acknowledgement. Reading the file (or the
+//! log's in-memory tail) is not here; the writer's batching and index assignment are pure
+//! functions in `writer.rs`, which the same tests drive.
 //!
 //! The invariant: a commit updates the durable mark and broadcasts its events while holding the
 //! mark's lock, and a follower reads the mark and subscribes while holding the same lock. So each

@@ -1,5 +1,6 @@
 //! Guards the replay-to-live hand-off and the end of a group commit (`handoff.rs`) under
-//! `shuttle`: a writer group-commits batches (disk write, then `publish_then_ack`) while
+//! `shuttle`: a writer group-commits batches (batching and index assignment from `writer.rs`,
+//! disk write, then `publish_then_ack`) while
 //! followers start at any index, read the durable prefix in small chunks, switch to the live
 //! channel, lag past a tiny buffer and catch up, and end when the log closes. Every follower must
 //! see each index from its start exactly once, in order, and an acknowledged append must be
@@ -8,8 +9,8 @@
 //! reports as a failure.
 //!
 //! The model's disk, durable mark, broadcast channel and writer loop are built on shuttle's
-//! primitives so that shuttle controls every interleaving; the protocol under test is the
-//! production code. Each run's shape (events already durable, batch sizes, where followers
+//! primitives so that shuttle controls every interleaving; the protocol, the batching and the
+//! index assignment under test are the production code. Each run's shape (events already durable, batch sizes, where followers
 //! start, the channel's capacity) is drawn from shuttle's seeded random source, so a failure
 //! prints a seed or schedule that replays it exactly.
 
@@ -23,6 +24,7 @@ use shuttle::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use shuttle::{Config, Runner, future, thread};
 
 use super::handoff::{Follower, Live, Lock, Source, Topic, publish, publish_then_ack, subscribe};
+use super::writer::{assign, take_batch};
 
 /// Durable events read per step (the real follower reads 512).
 const CHUNK: usize = 2;
@@ -317,25 +319,17 @@ fn streams_end_cleanly_when_the_log_closes() {
 /// An append: how many events, and where to send the acknowledgement (the events, indexed).
 type Request = (u64, mpsc::Sender<Vec<u64>>);
 
-/// `log.rs`'s writer loop, modelled: take everything queued (up to `max_batch` requests), give
-/// it the next indices, write it, then make it visible and acknowledge it through the production
-/// [`publish_then_ack`].
+/// `writer.rs`'s loop over one log: take everything queued (up to `max_batch` events) and give
+/// it the next indices with the production [`take_batch`] and [`assign`], write it, then make it
+/// visible and acknowledge it through the production [`publish_then_ack`].
 fn write_batches(log: &Log, disk: &Disk, requests: mpsc::Receiver<Request>, max_batch: usize) {
     while let Ok(first) = requests.recv() {
-        let mut batch = vec![first];
-        while batch.len() < max_batch {
-            let Ok(request) = requests.try_recv() else { break };
-            batch.push(request);
-        }
-        let mut next = disk.lock().unwrap().len() as u64;
-        let committed: Vec<_> = batch
-            .into_iter()
-            .map(|(count, ack)| {
-                let events: Vec<u64> = (next..next + count).collect();
-                next += count;
-                (ack, events)
-            })
-            .collect();
+        let batch = take_batch(first, |(count, _)| *count as usize, max_batch, || requests.try_recv().ok());
+        let first_index = disk.lock().unwrap().len() as u64;
+        let (committed, next) = assign(first_index, batch, |(count, ack), first| {
+            let events: Vec<u64> = (first..first + count).collect();
+            Some(((ack, events), count))
+        });
         disk.lock().unwrap().extend(committed.iter().flat_map(|(_, events)| events.iter().copied()));
         let ack = |ack: mpsc::Sender<Vec<u64>>, events| ack.send(events).unwrap();
         publish_then_ack(&log.mark, &log.topic, |mark: &mut Mark| mark.next_index = next, committed, ack);

@@ -1,10 +1,12 @@
-//! One session's event log: the handle callers append through and the single writer task that
-//! owns the file. Appends queue on a bounded channel; the writer drains everything queued, writes
-//! it in one `write`, fsyncs once (group commit), then publishes and acknowledges.
+//! One session's event log: the handle callers append through, and what the store's writer
+//! thread (`writer.rs`) does to commit a batch of this log's appends: one `write`
+//! ([`Shared::write`]), one fsync ([`Written::sync`]), then publish and acknowledge
+//! ([`Written::finish`]).
 //!
-//! Order of effects for every batch: assign indices → write → fsync → update the durable mark
-//! and broadcast (under one lock, so a new follower sees each event exactly once: on disk below
-//! the mark or on the channel above it) → acknowledge. Replay and follow live in `follow.rs`.
+//! Order of effects for every batch: assign indices → write → fsync → update the durable mark,
+//! the in-memory tail and broadcast (under one lock, so a new follower sees each event exactly
+//! once: below the mark, from the tail or the disk, or on the channel above it) → acknowledge.
+//! Replay and follow live in `follow.rs`.
 //!
 //! A failed write (disk full, file system read-only) fails its batch and nothing else: the
 //! writer cuts the file back to the durable length, or, when even that fails, remembers to cut
@@ -13,37 +15,78 @@
 //! writing (a read-only file system) still opens for reading; the writer opens the file at its
 //! first write.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bdk_protocol::event::timestamp_now;
 use bdk_protocol::{Event, SessionId};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use super::blocking;
 use super::handoff;
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
+use super::writer::{self, WriterHandle};
 use crate::api::{NewEvent, SharedEvent};
 use crate::error::{Error, Result};
 
 /// Tuning for the filesystem backend.
 #[derive(Debug, Clone)]
 pub struct FsStoreOptions {
-    /// The most events one group commit takes from the queue. `1` disables group commit
-    /// (one fsync per append); useful only as a benchmark baseline.
+    /// The most events one group commit takes from the queue (across every log of the store).
+    /// `1` disables group commit (one fsync per append); useful only as a benchmark baseline.
     pub max_batch_events: usize,
-    /// Append requests that may wait for the writer before `append` itself waits (backpressure).
+    /// Append requests (for every log of the store together) that may wait for the writer
+    /// thread before `append` itself waits (backpressure).
     pub queue_capacity: usize,
     /// Live events buffered per follower; a follower that falls further behind catches up from disk.
     pub broadcast_capacity: usize,
+    /// Threads that take turns committing appends (`writer.rs`): while one waits for a device
+    /// flush, the next takes what has queued since.
+    pub writer_threads: usize,
 }
 
 impl Default for FsStoreOptions {
     fn default() -> Self {
-        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024 }
+        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024, writer_threads: 4 }
+    }
+}
+
+/// The newest durable events a log keeps in memory, so that a read or a follow that starts near
+/// the end of the log (the turn's catch-up read, a stream opened right after a POST) needs no
+/// disk read. At most this many events...
+pub(crate) const TAIL_EVENTS: usize = 32;
+/// ...and this many encoded bytes.
+pub(crate) const TAIL_BYTES: usize = 16 * 1024;
+
+/// The newest durable events, contiguous and ending at the durable mark.
+#[derive(Debug, Default)]
+pub(crate) struct Tail {
+    events: VecDeque<(SharedEvent, usize)>,
+    bytes: usize,
+}
+
+impl Tail {
+    /// Adds the next durable event (`bytes`: its encoded line) and forgets the oldest past the
+    /// limits.
+    fn push(&mut self, event: SharedEvent, bytes: usize) {
+        self.events.push_back((event, bytes));
+        self.bytes += bytes;
+        while self.events.len() > TAIL_EVENTS || self.bytes > TAIL_BYTES {
+            let Some((_, bytes)) = self.events.pop_front() else { break };
+            self.bytes -= bytes;
+        }
+    }
+
+    /// Every durable event from `from` to `next_index` (the durable mark), if the tail holds them all.
+    pub fn since(&self, from: u64, next_index: u64) -> Option<Vec<SharedEvent>> {
+        let first = next_index - self.events.len() as u64;
+        let skip = usize::try_from(from.checked_sub(first)?).ok()?;
+        Some(self.events.iter().skip(skip).map(|(event, _)| event.clone()).collect())
     }
 }
 
@@ -55,6 +98,8 @@ pub(crate) struct Durable {
     pub checkpoints: Vec<u64>,
     /// Group commits (one write + one fsync each) since the log was opened.
     pub commits: u64,
+    /// The newest durable events.
+    pub tail: Tail,
 }
 
 impl Durable {
@@ -71,19 +116,25 @@ impl Durable {
     }
 }
 
-/// State shared by the handle, the writer and followers.
+/// State shared by the handle, the writer thread and followers.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub session: SessionId,
     pub path: PathBuf,
     pub dropped_bytes_on_open: u64,
+    /// Counts the log's disk reads (see `SyncCounters::log_read`).
+    pub syncs: Arc<SyncCounters>,
     state: Mutex<Durable>,
     tx: broadcast::Sender<SharedEvent>,
+    /// The write side; only the writer thread locks it.
+    file: Mutex<FileSide>,
+    /// The writer found the session deleted and takes no more appends for this log.
+    stopped: AtomicBool,
 }
 
 impl Shared {
     pub fn state(&self) -> MutexGuard<'_, Durable> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// How many followers are subscribed to live events.
@@ -96,27 +147,48 @@ impl Shared {
     pub fn subscribe<R>(&self, read: impl FnOnce(&Durable) -> R) -> (R, broadcast::Receiver<SharedEvent>) {
         handoff::subscribe(&self.state, &self.tx, read)
     }
+
+    /// Holds the write side: the writer thread waits inside this log's next commit until the
+    /// guard is dropped.
+    #[cfg(test)]
+    pub fn hold_writes(&self) -> MutexGuard<'_, FileSide> {
+        self.file.lock().unwrap()
+    }
+
+    /// Refuses every later append to this log; the store replaces it by reopening the file.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Whether appends to this log are refused for good (the session was deleted).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
 }
 
-struct AppendRequest {
-    events: Vec<NewEvent>,
-    ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
+/// One append waiting for the writer thread.
+pub(crate) struct AppendRequest {
+    pub log: Arc<Shared>,
+    pub events: Vec<NewEvent>,
+    pub ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
 }
 
-/// A caller's handle on an open log. Dropping every handle stops the writer after it drains.
+/// A caller's handle on an open log. Dropping every handle (and every queued append) releases
+/// the log: its file closes and its followers end.
 #[derive(Debug)]
 pub(crate) struct LogHandle {
     pub shared: Arc<Shared>,
-    requests: mpsc::Sender<AppendRequest>,
+    writer: WriterHandle,
 }
 
 impl LogHandle {
-    /// Recovers the log file (see `recover.rs`) and starts its writer task.
+    /// Recovers the log file (see `recover.rs`) and hands its appends to the store's writer.
     pub async fn open(
         session: SessionId,
         path: PathBuf,
         session_json: PathBuf,
         options: &FsStoreOptions,
+        writer: WriterHandle,
         syncs: Arc<SyncCounters>,
     ) -> Result<Self> {
         let (recovered, file) = {
@@ -126,9 +198,10 @@ impl LogHandle {
                 if !session_json.exists() {
                     return Err(Error::SessionNotFound(session));
                 }
+                syncs.log_read();
                 let recovered = recover(&path, &syncs)?;
                 let file = match open_append(&path) {
-                    Ok(file) => Some(Arc::new(file)),
+                    Ok(file) => Some(file),
                     // Reads work; the writer opens the file at its first write.
                     Err(e) if e.is_write_fault() => None,
                     Err(e) => return Err(e),
@@ -137,37 +210,62 @@ impl LogHandle {
             })
             .await?
         };
+        let durable = Durable {
+            len: recovered.len,
+            next_index: recovered.next_index,
+            checkpoints: recovered.checkpoints,
+            commits: 0,
+            tail: Tail::default(),
+        };
+        let file = FileSide { file, cut_pending: recovered.cut_pending, session_json };
+        Ok(Self::with(session, path, recovered.dropped_bytes, durable, file, options, writer, syncs))
+    }
+
+    /// The log of a session just created: `file` is its empty log, opened for appending, so
+    /// nothing is read or reopened.
+    pub fn created(
+        session: SessionId,
+        path: PathBuf,
+        session_json: PathBuf,
+        file: File,
+        options: &FsStoreOptions,
+        writer: WriterHandle,
+        syncs: Arc<SyncCounters>,
+    ) -> Self {
+        let durable = Durable { len: 0, next_index: 0, checkpoints: Vec::new(), commits: 0, tail: Tail::default() };
+        let file = FileSide { file: Some(file), cut_pending: false, session_json };
+        Self::with(session, path, 0, durable, file, options, writer, syncs)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with(
+        session: SessionId,
+        path: PathBuf,
+        dropped_bytes_on_open: u64,
+        durable: Durable,
+        file: FileSide,
+        options: &FsStoreOptions,
+        writer: WriterHandle,
+        syncs: Arc<SyncCounters>,
+    ) -> Self {
         let (tx, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let shared = Arc::new(Shared {
             session,
             path,
-            dropped_bytes_on_open: recovered.dropped_bytes,
-            state: Mutex::new(Durable {
-                len: recovered.len,
-                next_index: recovered.next_index,
-                checkpoints: recovered.checkpoints,
-                commits: 0,
-            }),
-            tx,
-        });
-        let (requests, rx) = mpsc::channel(options.queue_capacity.max(1));
-        let writer = Writer {
-            file,
-            cut_pending: recovered.cut_pending,
-            shared: shared.clone(),
-            session_json,
-            len: recovered.len,
-            next_index: recovered.next_index,
-            max_batch: options.max_batch_events.max(1),
+            dropped_bytes_on_open,
             syncs,
-        };
-        tokio::spawn(writer.run(rx));
-        Ok(LogHandle { shared, requests })
+            state: Mutex::new(durable),
+            tx,
+            file: Mutex::new(file),
+            stopped: AtomicBool::new(false),
+        });
+        LogHandle { shared, writer }
     }
 
-    /// Whether the writer has stopped; a stopped handle must be replaced by reopening.
+    /// Whether the writer has stopped taking appends for this log; a stopped handle must be
+    /// replaced by reopening.
     pub fn is_closed(&self) -> bool {
-        self.requests.is_closed()
+        self.shared.is_stopped() || self.writer.is_closed()
     }
 
     /// Queues `events` and waits until they are durable.
@@ -177,182 +275,200 @@ impl LogHandle {
         }
         let (ack, done) = oneshot::channel();
         let closed = || Error::LogClosed(self.shared.session.clone());
-        self.requests.send(AppendRequest { events, ack }).await.map_err(|_| closed())?;
+        let request = AppendRequest { log: self.shared.clone(), events, ack };
+        self.writer.send(request).await.map_err(|_| closed())?;
         done.await.map_err(|_| closed())?
     }
 }
 
-/// The only owner of the file's write side.
-struct Writer {
+/// The write side of a log: only the writer thread touches it.
+#[derive(Debug)]
+pub(crate) struct FileSide {
     /// `None` until the file can be opened for appending (see the module docs).
-    file: Option<Arc<File>>,
-    /// The file may hold bytes past `len` (a failed write that could not be rolled back, or a
-    /// torn tail recovery could not cut): cut them before the next write.
+    file: Option<File>,
+    /// The file may hold bytes past the durable length (a failed write that could not be
+    /// rolled back, or a torn tail recovery could not cut): cut them before the next write.
     cut_pending: bool,
-    shared: Arc<Shared>,
     session_json: PathBuf,
-    len: u64,
-    next_index: u64,
-    max_batch: usize,
-    syncs: Arc<SyncCounters>,
 }
 
 /// One request's events, encoded and waiting for the commit.
 struct Staged {
     ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
-    events: Vec<SharedEvent>,
+    /// Each event with the length of its encoded line.
+    events: Vec<(SharedEvent, usize)>,
 }
 
-impl Writer {
-    async fn run(mut self, mut rx: mpsc::Receiver<AppendRequest>) {
-        let mut batch = Vec::new();
-        while let Some(first) = rx.recv().await {
-            let mut count = first.events.len();
-            batch.push(first);
-            while count < self.max_batch {
-                match rx.try_recv() {
-                    Ok(request) => {
-                        count += request.events.len();
-                        batch.push(request);
-                    }
-                    Err(_) => break,
-                }
+impl Shared {
+    /// The first half of committing one batch of this log's appends, on the writer thread:
+    /// gives them indices and writes them in one `write`. Requests that cannot be staged are
+    /// answered here; `None` when nothing is left to sync (every request has been answered).
+    pub(crate) fn write(&self, requests: Vec<AppendRequest>) -> Option<Written<'_>> {
+        if self.is_stopped() {
+            for request in requests {
+                let _ = request.ack.send(Err(Error::LogClosed(self.session.clone())));
             }
-            if let Err(fatal) = self.commit(&mut batch).await {
-                // Only a deleted session stops the writer; a failed write fails its batch.
-                tracing::error!(session = %self.shared.session, error = %fatal, "event log writer stopped");
-                break;
-            }
+            return None;
         }
-        // Requests still queued are dropped here; their callers get `LogClosed`.
-    }
-
-    /// Writes one batch. `Err` means the writer cannot continue (the session is gone); every
-    /// waiter of the batch has been answered either way.
-    async fn commit(&mut self, batch: &mut Vec<AppendRequest>) -> Result<()> {
-        let mut buf = Vec::with_capacity(batch.len() * 512);
+        let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let (len, next_index) = {
+            let state = self.state();
+            (state.len, state.next_index)
+        };
+        let mut buf = Vec::with_capacity(requests.len() * 512);
         let mut checkpoints = Vec::new();
-        let mut staged = Vec::with_capacity(batch.len());
-        let mut index = self.next_index;
-        for request in batch.drain(..) {
-            let (buf_mark, index_mark, checkpoint_mark) = (buf.len(), index, checkpoints.len());
+        let (staged, index) = writer::assign(next_index, requests, |request, first| {
+            let (buf_mark, checkpoint_mark) = (buf.len(), checkpoints.len());
             let mut events = Vec::with_capacity(request.events.len());
-            let mut failed = None;
+            let mut index = first;
             for new in request.events {
                 let event = Event {
                     index,
-                    session_id: self.shared.session.clone(),
+                    session_id: self.session.clone(),
                     turn_id: new.turn_id,
                     at: timestamp_now(),
                     data: new.data,
                 };
-                let offset = self.len + buf.len() as u64;
+                let offset = len + buf.len() as u64;
+                let start = buf.len();
                 if let Err(e) = serde_json::to_writer(&mut buf, &event) {
-                    failed = Some(e);
-                    break;
+                    // Only this request fails; the rest of the batch is unaffected.
+                    buf.truncate(buf_mark);
+                    checkpoints.truncate(checkpoint_mark);
+                    let _ = request.ack.send(Err(Error::Encode(e)));
+                    return None;
                 }
                 buf.push(b'\n');
                 if index.is_multiple_of(CHECKPOINT_EVERY) {
                     checkpoints.push(offset);
                 }
-                events.push(Arc::new(event));
+                events.push((Arc::new(event), buf.len() - start));
                 index += 1;
             }
-            if let Some(e) = failed {
-                // Only this request fails; the rest of the batch is unaffected.
-                buf.truncate(buf_mark);
-                checkpoints.truncate(checkpoint_mark);
-                index = index_mark;
-                let _ = request.ack.send(Err(Error::Encode(e)));
-                continue;
-            }
-            staged.push(Staged { ack: request.ack, events });
-        }
+            Some((Staged { ack: request.ack, events }, index - first))
+        });
         if buf.is_empty() {
             for s in staged {
-                let _ = s.ack.send(Ok(s.events));
+                let _ = s.ack.send(Ok(s.events.into_iter().map(|(event, _)| event).collect()));
             }
-            return Ok(());
+            return None;
         }
 
-        let new_len = self.len + buf.len() as u64;
-        let written = match self.ready().await {
-            Ok(file) => {
-                let (path, session_json) = (self.shared.path.clone(), self.session_json.clone());
-                let (session, syncs) = (self.shared.session.clone(), self.syncs.clone());
-                blocking(move || {
-                    // A session folder deleted behind our back must not be written to (the file
-                    // would be an orphan and the ack a lie).
-                    if !session_json.exists() {
-                        return Err(Error::SessionNotFound(session));
-                    }
-                    write_batch(&file, &buf, &path).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))
-                })
-                .await
-            }
-            Err(error) => Err(error),
+        // A session folder deleted behind our back must not be written to (the file would be
+        // an orphan and the ack a lie).
+        let failed = if side.session_json.exists() {
+            side.ready(&self.path, len, &self.syncs)
+                .and_then(|file| write_batch(file, &buf, &self.path).map_err(|e| Error::io(&self.path, e)))
+                .err()
+        } else {
+            Some(Error::SessionNotFound(self.session.clone()))
         };
+        let new_len = len + buf.len() as u64;
+        Some(Written { log: self, side, staged, len, new_len, index, checkpoints, failed })
+    }
+}
 
-        match written {
+/// One log's share of a batch, written and waiting for its fsync. Holds the log's write side.
+pub(crate) struct Written<'a> {
+    log: &'a Shared,
+    side: MutexGuard<'a, FileSide>,
+    staged: Vec<Staged>,
+    /// The durable length before this write, and after it once synced.
+    len: u64,
+    new_len: u64,
+    /// The index after the last event written.
+    index: u64,
+    checkpoints: Vec<u64>,
+    /// Why the write failed, if it did.
+    failed: Option<Error>,
+}
+
+impl<'a> Written<'a> {
+    /// The log this belongs to.
+    pub fn log(&self) -> &'a Shared {
+        self.log
+    }
+
+    /// Makes the write durable (`fdatasync`). Callable from any thread; nothing to do when the
+    /// write failed.
+    pub fn sync(&self) -> Result<()> {
+        match (&self.failed, &self.side.file) {
+            (None, Some(file)) => self.log.syncs.data(file).map_err(|e| Error::io(&self.log.path, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The second half of the commit, after [`Written::sync`] returned `synced`: publish and
+    /// acknowledge, or cut the file back and fail every request of the batch.
+    pub fn finish(mut self, synced: Result<()>) {
+        let log = self.log;
+        let outcome = match self.failed.take() {
+            Some(error) => Err(error),
+            None => synced,
+        };
+        match outcome {
             Ok(()) => {
-                let committed = staged.into_iter().map(|s| (s.ack, s.events)).collect();
+                let mut tail = Vec::new();
+                let committed = self
+                    .staged
+                    .into_iter()
+                    .map(|s| {
+                        tail.extend(s.events.iter().cloned());
+                        (s.ack, s.events.into_iter().map(|(event, _)| event).collect())
+                    })
+                    .collect();
+                let (new_len, index, checkpoints) = (self.new_len, self.index, self.checkpoints);
                 handoff::publish_then_ack(
-                    &self.shared.state,
-                    &self.shared.tx,
+                    &log.state,
+                    &log.tx,
                     |state: &mut Durable| {
                         state.len = new_len;
                         state.next_index = index;
                         state.checkpoints.extend(checkpoints);
                         state.commits += 1;
+                        for (event, bytes) in tail {
+                            state.tail.push(event, bytes);
+                        }
                     },
                     committed,
                     |ack, events| {
                         let _ = ack.send(Ok(events));
                     },
                 );
-                self.len = new_len;
-                self.next_index = index;
-                Ok(())
             }
             Err(error) => {
-                let stop = matches!(error, Error::SessionNotFound(_));
-                if !stop {
+                if matches!(error, Error::SessionNotFound(_)) {
+                    log.stop();
+                    tracing::error!(session = %log.session, error = %error, "event log stopped: its session is gone");
+                } else {
                     // Whatever part of the batch reached the file is cut before the waiters
                     // hear of the failure, or before the next write if the cut fails too.
-                    self.cut_pending = true;
-                    if let Err(cut) = self.ready().await {
-                        tracing::warn!(session = %self.shared.session, error = %cut, "cannot cut a failed write yet; will before the next write");
+                    self.side.cut_pending = true;
+                    if let Err(cut) = self.side.ready(&log.path, self.len, &log.syncs) {
+                        tracing::warn!(session = %log.session, error = %cut, "cannot cut a failed write yet; will before the next write");
                     }
                 }
-                for s in staged {
+                for s in self.staged {
                     let _ = s.ack.send(Err(error.duplicate()));
                 }
-                if stop { Err(error) } else { Ok(()) }
             }
         }
     }
+}
 
+impl FileSide {
     /// The file, ready for the next write: opened if it could not be yet, and cut back to the
-    /// durable length if a failed write may have left bytes past it.
-    async fn ready(&mut self) -> Result<Arc<File>> {
-        if let (Some(file), false) = (&self.file, self.cut_pending) {
-            return Ok(file.clone());
+    /// durable length `len` if a failed write may have left bytes past it.
+    fn ready(&mut self, path: &Path, len: u64, syncs: &SyncCounters) -> Result<&File> {
+        let file = match self.file.take() {
+            Some(file) => file,
+            None => open_append(path)?,
+        };
+        let file = self.file.insert(file);
+        if self.cut_pending {
+            cut_to(file, len, path).and_then(|()| syncs.data(file)).map_err(|e| Error::io(path, e))?;
+            self.cut_pending = false;
         }
-        let (file, path, len, syncs) = (self.file.clone(), self.shared.path.clone(), self.len, self.syncs.clone());
-        let cut = self.cut_pending;
-        let file = blocking(move || {
-            let file = match file {
-                Some(file) => file,
-                None => Arc::new(open_append(&path)?),
-            };
-            if cut {
-                cut_to(&file, len, &path).and_then(|()| syncs.data(&file)).map_err(|e| Error::io(&path, e))?;
-            }
-            Ok(file)
-        })
-        .await?;
-        self.file = Some(file.clone());
-        self.cut_pending = false;
         Ok(file)
     }
 }

@@ -1,5 +1,6 @@
 //! The filesystem backend: one agent's state directory (see [`Layout`]), with a registry of open
-//! event logs (one writer task each). Implements every trait in `api.rs`; each concern has a file.
+//! event logs and a few writer threads that commit them all (`writer.rs`). Implements every trait
+//! in `api.rs`; each concern has a file.
 
 mod artifacts;
 mod atomic;
@@ -17,6 +18,7 @@ mod sessions;
 pub(crate) mod syncs;
 mod timed;
 mod workspaces;
+mod writer;
 
 use std::collections::HashMap;
 use std::fs;
@@ -33,9 +35,10 @@ pub use syncs::SyncStats;
 
 use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
 use crate::error::{Error, Result};
-use follow::{FsFollower, read_chunk, start_cursor};
+use follow::{FsFollower, Span, read_chunk, start_span};
 use log::LogHandle;
 use syncs::SyncCounters;
+use writer::WriterHandle;
 
 /// Stores under one agent's state directory. Cheap to clone; clones share open logs.
 #[derive(Debug, Clone)]
@@ -53,6 +56,8 @@ struct Inner {
     logs: Mutex<HashMap<SessionId, LogCell>>,
     /// Every durable sync this store makes.
     syncs: Arc<SyncCounters>,
+    /// The threads that write every log of this store.
+    writer: WriterHandle,
 }
 
 /// What an open log knows about itself.
@@ -81,7 +86,10 @@ impl FsStore {
         }
         sessions::sweep_trash(&layout);
         let syncs = Arc::new(SyncCounters::default());
-        Ok(FsStore { inner: Arc::new(Inner { layout, options, logs: Mutex::new(HashMap::new()), syncs }) })
+        let writer = WriterHandle::start(&options)
+            .map_err(|e| Error::Task(format!("cannot start the event log writer: {e}")))?;
+        let logs = Mutex::new(HashMap::new());
+        Ok(FsStore { inner: Arc::new(Inner { layout, options, logs, syncs, writer }) })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -97,6 +105,13 @@ impl FsStore {
 
     pub(crate) fn sync_counters(&self) -> Arc<SyncCounters> {
         self.inner.syncs.clone()
+    }
+
+    /// How many times this store has opened an event log to read it: recovering a log it
+    /// opens, and reads or follows that start before the events a log keeps in memory. Counted
+    /// so tests see which reads touch the disk.
+    pub fn log_reads(&self) -> u64 {
+        self.inner.syncs.log_reads()
     }
 
     /// This store as the trait objects the engine holds.
@@ -122,13 +137,13 @@ impl FsStore {
         })
     }
 
-    /// Releases the session's open log: its writer stops once queued appends are written, and
+    /// Releases the session's open log: its file closes once queued appends are written, and
     /// followers of it end. The next use reopens it. Call when a session goes idle for long.
     pub fn close_log(&self, session: &SessionId) {
         self.registry().remove(session);
     }
 
-    /// How many session logs are open (each holds a writer task, a file and a buffer).
+    /// How many session logs are open (each holds a file, a live channel and its newest events).
     pub fn open_logs(&self) -> usize {
         self.registry().len()
     }
@@ -166,6 +181,7 @@ impl FsStore {
                         path,
                         layout.session_json(session),
                         &self.inner.options,
+                        self.inner.writer.clone(),
                         self.inner.syncs.clone(),
                     )
                     .await?;
@@ -182,6 +198,23 @@ impl FsStore {
             }
         }
         Err(Error::LogClosed(session.clone()))
+    }
+
+    /// Registers the log of a session just created, whose empty file `file` is open for
+    /// appending: its first append needs no recovery and no reopening.
+    fn register_created(&self, session: &SessionId, file: fs::File) {
+        let layout = &self.inner.layout;
+        let handle = LogHandle::created(
+            session.clone(),
+            layout.events_path(session),
+            layout.session_json(session),
+            file,
+            &self.inner.options,
+            self.inner.writer.clone(),
+            self.inner.syncs.clone(),
+        );
+        // Someone who opened the log meanwhile recovered the same empty file: keep theirs.
+        self.registry().entry(session.clone()).or_insert_with(|| Arc::new(OnceCell::new_with(Some(Arc::new(handle)))));
     }
 
     /// Drops `cell` from the registry if it is still the current one for `session`.
@@ -223,11 +256,15 @@ impl EventLog for FsStore {
     ) -> BoxFuture<'a, Result<Vec<Event>>> {
         Box::pin(async move {
             let log = self.log(session).await?;
-            let Some(cursor) = start_cursor(&log.shared, from) else {
-                return Ok(Vec::new());
+            let max = limit.unwrap_or(usize::MAX);
+            let cursor = match start_span(&log.shared, from) {
+                None => return Ok(Vec::new()),
+                // The newest events are in memory: no disk read.
+                Some(Span::Tail(events)) => return Ok(events.iter().take(max).map(|e| Event::clone(e)).collect()),
+                Some(Span::Disk(cursor)) => cursor,
             };
             let path = log.shared.path.clone();
-            let max = limit.unwrap_or(usize::MAX);
+            log.shared.syncs.log_read();
             let read = blocking(move || read_chunk(&path, cursor, from, max)).await;
             match read {
                 Ok((events, _)) => Ok(events),

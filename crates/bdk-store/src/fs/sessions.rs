@@ -1,7 +1,7 @@
 //! Session metadata on disk: `sessions/<id>/session.json`, written atomically. A session exists
 //! exactly when its `session.json` does, so deleting the folder removes the session.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,7 +24,12 @@ impl SessionStore for FsStore {
         // still point at the old, unlinked file.
         self.close_log(&record.id);
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        Box::pin(blocking(move || create(&layout, &record, &syncs)))
+        let id = record.id.clone();
+        Box::pin(async move {
+            let file = blocking(move || create(&layout, &record, &syncs)).await?;
+            self.register_created(&id, file);
+            Ok(())
+        })
     }
 
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
@@ -130,7 +135,9 @@ fn encode(record: &SessionRecord) -> Result<Vec<u8>> {
 /// own: its entry is made durable by the folder's sync, and it has no data yet.
 ///
 /// A record that may have an open turn gets its `open/` marker first (one more directory sync).
-fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<()> {
+///
+/// Returns the empty log, open for appending, for the store's registry of open logs.
+fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<File> {
     if open_index::is_open(record.status) {
         open_index::mark(layout, &record.id, syncs)?;
     }
@@ -143,11 +150,12 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
     let result = (|| {
         let bytes = encode(record)?;
         let events = layout.events_path(&record.id);
-        File::create_new(&events).map_err(|e| Error::io(&events, e))?;
+        let log = OpenOptions::new().append(true).create_new(true).open(&events).map_err(|e| Error::io(&events, e))?;
         let json = layout.session_json(&record.id);
         write_atomic(&json, &bytes, syncs).map_err(|e| Error::io(&json, e))?;
         let sessions = layout.sessions_dir();
-        syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))
+        syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
+        Ok(log)
     })();
     if result.is_err() {
         let _ = fs::remove_dir_all(&dir);

@@ -33,6 +33,8 @@ pub(crate) struct SyncCounters {
     dir: AtomicU64,
     /// `session.json` reads (not a sync; counted here so tests count what start-up reads).
     records: AtomicU64,
+    /// Event log files opened for reading (not a sync either).
+    log_reads: AtomicU64,
 }
 
 impl SyncCounters {
@@ -53,6 +55,15 @@ impl SyncCounters {
 
     pub fn record_reads(&self) -> u64 {
         self.records.load(Ordering::Relaxed)
+    }
+
+    /// Counts one opening of an event log to read it (recovery, or a read past the memory tail).
+    pub fn log_read(&self) {
+        self.log_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn log_reads(&self) -> u64 {
+        self.log_reads.load(Ordering::Relaxed)
     }
 
     /// Makes a directory's entries (creations, renames, removals) durable.
