@@ -22,6 +22,6 @@ pub use api::{
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
-pub use lease::{Claim, Incoming, SessionLeases};
+pub use lease::{Claim, Incoming, SessionLeases, SlotClaim};
 pub use record::{SessionRecord, SessionStatus};
 pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};
