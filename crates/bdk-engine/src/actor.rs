@@ -271,7 +271,14 @@ impl Actor {
             Ok(n) => n,
             Err(EngineError::LeasedElsewhere { session, replica }) => {
                 match command {
-                    // Reads run anywhere; a write waits for the holder to let go (409 busy).
+                    // A write runs where the session's turns run: the holder admits it.
+                    Command::Direct { call, reply } if call.is_write() && call.may_forward() => {
+                        let (core, id) = (self.core.clone(), self.id.clone());
+                        tokio::spawn(async move {
+                            let _ = reply.send(crate::direct::forward(core, id, replica, *call).await);
+                        });
+                    }
+                    // Reads run anywhere (a write past the forwarding limit is busy).
                     Command::Direct { call, reply } => {
                         crate::direct::admit(&self.core, &self.id, true, *call, reply).await
                     }

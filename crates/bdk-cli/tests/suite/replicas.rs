@@ -487,6 +487,68 @@ properties = { service = { type = "string" } }
     assert_eq!(rest.iter().filter(|e| e["type"] == "turn.started").count(), 0, "the same turn goes on: {rest:#?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_write_on_another_replica_runs_where_the_session_is_held() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_direct").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "scribe", &[&slow_step(30, 100), "text = \"done\""]);
+    std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+    std::fs::write(
+        project.join("bot/tools/note.toml"),
+        r#"description = "Write a note into the session workspace."
+effect = "write"
+command = ["python3", "-c", "import json,os,sys; i=json.load(sys.stdin)['input']; open(os.path.join(os.environ['BDK_WORKSPACE_DIR'], 'note.txt'), 'w').write(i['text']); print(json.dumps({'wrote': i['text']}))"]
+
+[input_schema]
+type = "object"
+required = ["text"]
+properties = { text = { type = "string" } }
+"#,
+    )
+    .unwrap();
+    let url = db.url();
+    let replicas = three_replicas(root.path(), &project, &url);
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/scribe", r.origin)).collect();
+    let note = |i: usize, id: &str, text: &str| {
+        post(format!("{}/v1/tools/note", bases[i]), json!({"sessionId": id, "input": {"text": text}}))
+    };
+
+    // While a's turn runs, a write sent to b is busy (a decides, as one process would).
+    let (id, _token) = create(&bases[0], "write slowly").await;
+    let before = stream_until(format!("{}/v1/session/{id}/stream", bases[2]), "message.appended").await;
+    let (status, busy) = note(1, &id, "too early").await;
+    assert_eq!(status, 409, "{busy}");
+    assert_eq!(busy["error"], json!("session_busy"), "{busy}");
+    let settled = stream_until(format!("{}/v1/session/{id}/stream", bases[2]), "session.waiting").await;
+    assert!(settled.len() >= before.len());
+
+    // Once it is idle, the same write sent to b runs on a (a still holds the lease), in a's
+    // workspace, and is recorded on the session's stream.
+    let (status, wrote) = note(1, &id, "hello").await;
+    assert_eq!(status, 200, "{wrote}");
+    assert_eq!(wrote["isError"], json!(false), "{wrote}");
+    assert_eq!(wrote["result"]["wrote"], json!("hello"), "{wrote}");
+    let found = |name: &str| {
+        let mut dirs = vec![root.path().join(format!("state-{name}"))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "note.txt") {
+                    return std::fs::read_to_string(path).ok();
+                }
+            }
+        }
+        None
+    };
+    assert_eq!(found("a").as_deref(), Some("hello"), "the call ran in a's workspace");
+    assert_eq!(found("b"), None, "nothing ran on b");
+    let log = events(format!("{}/v1/session/{id}/events", bases[2])).await;
+    let result = log.iter().find(|e| e["type"] == "action.result" && e["data"]["direct"] == json!(true));
+    assert!(result.is_some_and(|r| r.to_string().contains("hello")), "{log:#?}");
+}
+
 #[test]
 fn serve_refuses_an_unreachable_database_naming_it_without_the_password() {
     let root = tempfile::tempdir().unwrap();
