@@ -168,7 +168,12 @@ struct ForwardedOutcome {
 /// by the actor that runs the session's turns (409 `session_busy` only while one runs), as on
 /// one process. Reads run where they arrive. A holder that does not answer is `Unavailable`
 /// (503): the call is not retried here, since the holder may have run it.
-pub(crate) async fn forward(core: Arc<Core>, session: SessionId, replica: String, call: BoundCall) -> Result<DirectOutcome> {
+pub(crate) async fn forward(
+    core: Arc<Core>,
+    session: SessionId,
+    replica: String,
+    call: BoundCall,
+) -> Result<DirectOutcome> {
     let Some(leases) = core.leases.clone() else { return Err(EngineError::SessionBusy(session)) };
     let body = ForwardedCall {
         tool: call.call.tool,
@@ -200,7 +205,8 @@ pub(crate) async fn call_forwarded(core: &Arc<Core>, session: &SessionId, call: 
     let record =
         core.stores.sessions.get(session).await?.ok_or_else(|| EngineError::SessionNotFound(session.clone()))?;
     let bound = BoundCall { call: checked, dry_run: record.dry_run, as_of: record.as_of, hops: call.hops };
-    let outcome = core.call(session, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await?;
+    let outcome =
+        core.call(session, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await?;
     let wire = ForwardedOutcome {
         tool_name: outcome.tool_name,
         call_id: outcome.call_id,

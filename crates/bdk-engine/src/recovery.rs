@@ -128,7 +128,11 @@ pub(crate) async fn recover_session(core: &Arc<Core>, record: &SessionRecord, re
 /// [`recover_session`] up to the turn to restore, which it returns instead of handing it to the
 /// session's actor: a session's own actor taking over a dead replica's lease continues it
 /// itself (it cannot wait on its own mailbox).
-pub(crate) async fn recover_log(core: &Arc<Core>, record: &SessionRecord, restore: bool) -> Result<(usize, Option<Plan>)> {
+pub(crate) async fn recover_log(
+    core: &Arc<Core>,
+    record: &SessionRecord,
+    restore: bool,
+) -> Result<(usize, Option<Plan>)> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
     let (closed, last, restore) = close_open_turns(core, record, &events, restore).await?;
     drop(events);
