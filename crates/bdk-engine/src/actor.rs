@@ -221,7 +221,8 @@ impl Actor {
     /// With session leases: holds the session's lease before anything is decided here. On a
     /// fresh claim the record and conversation are read again (another replica may have moved
     /// the session on), and a session its last holder left `running` (it died mid-turn) is
-    /// closed as start-up recovery closes it. Returns how many turns that closed.
+    /// closed as start-up recovery closes it, a turn waiting for approvals restored and run by
+    /// this actor. Returns how many turns that closed.
     async fn ensure_lease(&mut self, starting: bool) -> Result<usize> {
         let Some(leases) = self.core.leases.clone() else { return Ok(0) };
         if self.lease.is_some() {
@@ -246,9 +247,17 @@ impl Actor {
                 if record.status.is_some_and(|s| s != SessionStatus::Running) {
                     return Ok(0);
                 }
-                let closed = crate::recovery::recover_session(&self.core, &record, false).await?;
+                let (closed, plan) = crate::recovery::recover_log(&self.core, &record, true).await?;
                 self.core.stores.events.release(&self.id);
                 self.record = None;
+                if let Some(plan) = plan {
+                    // A turn the last holder left waiting for approvals continues here, as after
+                    // a restart of one process.
+                    let turn = plan.turn.clone();
+                    let resumed = Box::new(plan.restore(&self.core, &self.id));
+                    self.resume(turn.clone(), resumed).await?;
+                    tracing::info!(session = %self.id, %turn, "took over a turn waiting for approval");
+                }
                 Ok(closed)
             }
         }
@@ -262,7 +271,14 @@ impl Actor {
             Ok(n) => n,
             Err(EngineError::LeasedElsewhere { session, replica }) => {
                 match command {
-                    // Reads run anywhere; a write waits for the holder to let go (409 busy).
+                    // A write runs where the session's turns run: the holder admits it.
+                    Command::Direct { call, reply } if call.is_write() && call.may_forward() => {
+                        let (core, id) = (self.core.clone(), self.id.clone());
+                        tokio::spawn(async move {
+                            let _ = reply.send(crate::direct::forward(core, id, replica, *call).await);
+                        });
+                    }
+                    // Reads run anywhere (a write past the forwarding limit is busy).
                     Command::Direct { call, reply } => {
                         crate::direct::admit(&self.core, &self.id, true, *call, reply).await
                     }

@@ -1,17 +1,67 @@
-//! `max_running_turns`: a fair semaphore of turn slots shared by every session of the agent. A
-//! turn that finds no free slot learns its queue position first (for `turn.queued`), then waits
-//! its turn. Preempt and coalesce (per-session admission) live in the actor.
+//! `max_running_turns`: the turn slots shared by every session of the agent. A turn that finds
+//! no free slot learns its queue position first (for `turn.queued`), then waits its turn.
+//! Preempt and coalesce (per-session admission) live in the actor.
+//!
+//! One process: a fair semaphore. Several replicas on one database (session leases): the slots
+//! are rows the database counts for the whole host group ([`SessionLeases::claim_slot`]), so the
+//! limit and the queue hold across replicas. A waiting turn asks again when a slot of this
+//! replica is released and every [`SHARED_POLL`] (a slot released on another replica).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use bdk_protocol::{SessionId, TurnId};
+use bdk_store::{SessionLeases, SlotClaim};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// How often a turn waiting for a slot shared with other replicas asks the database again.
+const SHARED_POLL: Duration = Duration::from_millis(250);
 
 /// The agent's turn slots.
 #[derive(Debug)]
 pub(crate) struct TurnSlots {
     semaphore: Arc<Semaphore>,
     waiting: Arc<AtomicU32>,
+    /// Several replicas: the slots live in the database; `max` is the limit (0: none).
+    shared: Option<Shared>,
+}
+
+#[derive(Debug, Clone)]
+struct Shared {
+    leases: Arc<dyn SessionLeases>,
+    max: u32,
+    /// Wakes this replica's waiting turns when one of its slots is released.
+    released: Arc<Notify>,
+}
+
+/// A slot, held until the turn ends (dropping it releases it).
+#[derive(Debug)]
+pub(crate) enum Slot {
+    Local { _permit: OwnedSemaphorePermit },
+    Shared { _slot: SharedSlot },
+}
+
+/// A slot (or a place in the queue) in the database; dropping it gives it up.
+#[derive(Debug)]
+pub(crate) struct SharedSlot {
+    shared: Shared,
+    session: SessionId,
+    turn: TurnId,
+}
+
+impl Drop for SharedSlot {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (shared, session, turn) = (self.shared.clone(), self.session.clone(), self.turn.clone());
+        runtime.spawn(async move {
+            if let Err(error) = shared.leases.release_slot(&session, turn.as_str()).await {
+                // The next claim drops it once this replica's lease on the session is gone.
+                tracing::warn!(%session, %error, "could not release a running-turn slot");
+            }
+            shared.released.notify_waiters();
+        });
+    }
 }
 
 /// A place in the queue; waiting on it yields a slot.
@@ -19,39 +69,76 @@ pub(crate) struct TurnSlots {
 pub(crate) struct QueuedTurn {
     /// 1-based position when the turn joined the queue.
     pub position: u32,
-    semaphore: Arc<Semaphore>,
-    waiting: Arc<AtomicU32>,
+    place: Place,
+}
+
+#[derive(Debug)]
+enum Place {
+    Local { semaphore: Arc<Semaphore>, waiting: Arc<AtomicU32> },
+    Shared(Option<SharedSlot>),
 }
 
 impl TurnSlots {
-    /// `max` turns at once; 0 means no limit.
-    pub fn new(max: u32) -> Self {
+    /// `max` turns at once; 0 means no limit. With `leases` the limit holds for every replica
+    /// sharing their database.
+    pub fn new(max: u32, leases: Option<Arc<dyn SessionLeases>>) -> Self {
         let permits = if max == 0 { Semaphore::MAX_PERMITS } else { max as usize };
-        TurnSlots { semaphore: Arc::new(Semaphore::new(permits)), waiting: Arc::new(AtomicU32::new(0)) }
+        let shared = match (leases, max) {
+            (Some(leases), 1..) => Some(Shared { leases, max, released: Arc::default() }),
+            _ => None,
+        };
+        TurnSlots { semaphore: Arc::new(Semaphore::new(permits)), waiting: Arc::new(AtomicU32::new(0)), shared }
     }
 
     /// A slot now, or a place in the queue.
-    pub fn admit(&self) -> Result<OwnedSemaphorePermit, QueuedTurn> {
-        match self.semaphore.clone().try_acquire_owned() {
-            Ok(permit) => Ok(permit),
+    pub async fn admit(&self, session: &SessionId, turn: &TurnId) -> bdk_store::Result<Result<Slot, QueuedTurn>> {
+        if let Some(shared) = &self.shared {
+            let slot = SharedSlot { shared: shared.clone(), session: session.clone(), turn: turn.clone() };
+            return Ok(match shared.leases.claim_slot(session, turn.as_str(), shared.max).await? {
+                SlotClaim::Running => Ok(Slot::Shared { _slot: slot }),
+                SlotClaim::Queued { position } => Err(QueuedTurn { position, place: Place::Shared(Some(slot)) }),
+            });
+        }
+        Ok(match self.semaphore.clone().try_acquire_owned() {
+            Ok(permit) => Ok(Slot::Local { _permit: permit }),
             Err(_) => {
                 let position = self.waiting.fetch_add(1, Ordering::SeqCst) + 1;
-                Err(QueuedTurn { position, semaphore: self.semaphore.clone(), waiting: self.waiting.clone() })
+                let place = Place::Local { semaphore: self.semaphore.clone(), waiting: self.waiting.clone() };
+                Err(QueuedTurn { position, place })
+            }
+        })
+    }
+}
+
+impl QueuedTurn {
+    /// Waits for a slot (first come, first served). Dropping the future leaves the queue.
+    pub async fn wait(mut self) -> Option<Slot> {
+        match &mut self.place {
+            Place::Local { semaphore, .. } => {
+                semaphore.clone().acquire_owned().await.ok().map(|permit| Slot::Local { _permit: permit })
+            }
+            Place::Shared(slot) => {
+                let slot = slot.take()?;
+                let notify = slot.shared.released.clone();
+                loop {
+                    let released = notify.notified();
+                    match slot.shared.leases.claim_slot(&slot.session, slot.turn.as_str(), slot.shared.max).await {
+                        Ok(SlotClaim::Running) => return Some(Slot::Shared { _slot: slot }),
+                        Ok(SlotClaim::Queued { .. }) => {}
+                        Err(error) => tracing::warn!(session = %slot.session, %error, "could not ask for a turn slot"),
+                    }
+                    let _ = tokio::time::timeout(SHARED_POLL, released).await;
+                }
             }
         }
     }
 }
 
-impl QueuedTurn {
-    /// Waits for a slot (the semaphore is FIFO). Dropping the future leaves the queue.
-    pub async fn wait(self) -> Option<OwnedSemaphorePermit> {
-        self.semaphore.clone().acquire_owned().await.ok()
-    }
-}
-
 impl Drop for QueuedTurn {
     fn drop(&mut self) {
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        if let Place::Local { waiting, .. } = &self.place {
+            waiting.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -61,10 +148,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_house_queues_in_order() {
-        let slots = TurnSlots::new(1);
-        let first = slots.admit().unwrap();
-        let second = slots.admit().unwrap_err();
-        let third = slots.admit().unwrap_err();
+        let slots = TurnSlots::new(1, None);
+        let (session, turn) = (SessionId::generate(), TurnId::generate());
+        let first = slots.admit(&session, &turn).await.unwrap().unwrap();
+        let second = slots.admit(&session, &turn).await.unwrap().unwrap_err();
+        let third = slots.admit(&session, &turn).await.unwrap().unwrap_err();
         assert_eq!((second.position, third.position), (1, 2));
         drop(first);
         let permit = second.wait().await.unwrap();

@@ -22,7 +22,7 @@
 //! calls (`dispatch.rs`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bdk_protocol::event::{ActionResult, ApprovalDecision, ApprovalResolved, timestamp_now};
 use bdk_protocol::{CallId, Event, EventData, SessionId, TurnId};
@@ -179,12 +179,21 @@ pub(crate) fn resolved_event(call_id: &CallId, tool_name: &str, resolution: &Res
     })
 }
 
+/// Whether the session's record says a turn runs (or has no status yet).
+fn running(record: &bdk_store::SessionRecord) -> bool {
+    record.status.is_none_or(|status| status == bdk_store::record::SessionStatus::Running)
+}
+
 impl Core {
     /// The session's parked calls, after the owner check. With several replicas, the replica
     /// running the session's turn is asked (parked calls live in its memory).
-    pub async fn approvals(&self, session: &SessionId, principal: &Principal) -> Result<Vec<PendingApproval>> {
-        self.owned_record(session, principal).await?;
-        if let Some((leases, replica)) = self.runner_elsewhere(session).await? {
+    pub async fn approvals(
+        self: &Arc<Self>,
+        session: &SessionId,
+        principal: &Principal,
+    ) -> Result<Vec<PendingApproval>> {
+        let record = self.owned_record(session, principal).await?;
+        if let Some((leases, replica)) = self.runner_elsewhere(session, running(&record)).await? {
             return crate::remote::approvals(&leases, &replica, session, principal).await;
         }
         Ok(self.approvals.list(session))
@@ -203,7 +212,7 @@ impl Core {
     /// Decides one parked call. Returns once `action.approval_resolved` is durable. With
     /// several replicas, the decision goes to the replica running the session's turn.
     pub async fn resolve_approval(
-        &self,
+        self: &Arc<Self>,
         session: &SessionId,
         call_id: &CallId,
         decision: ApprovalDecision,
@@ -212,8 +221,8 @@ impl Core {
         if decision == ApprovalDecision::Expired {
             return Err(EngineError::InvalidRequest("decision must be \"approve\" or \"deny\"".into()));
         }
-        self.owned_record(session, principal).await?;
-        if let Some((leases, replica)) = self.runner_elsewhere(session).await? {
+        let record = self.owned_record(session, principal).await?;
+        if let Some((leases, replica)) = self.runner_elsewhere(session, running(&record)).await? {
             return crate::remote::resolve(&leases, &replica, session, call_id, decision, principal).await;
         }
         self.resolve_here(session, call_id, decision, principal).await

@@ -35,7 +35,7 @@ use bdk_protocol::{CallId, EventData, SessionId, TurnId};
 use bdk_store::{NewEvent, SessionRecord};
 use bdk_tools::{CallIdentity, Effect, ToolInvocation, ToolKind, ToolOutcome};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{OnceCell, oneshot};
 
@@ -122,6 +122,101 @@ pub(crate) struct BoundCall {
     call: Checked,
     dry_run: bool,
     as_of: Option<DateTime<Utc>>,
+    /// Replicas this call already crossed (see [`forward`]).
+    hops: u8,
+}
+
+impl BoundCall {
+    /// A write, which runs where the session's turns run.
+    pub(crate) fn is_write(&self) -> bool {
+        matches!(self.call.effect, Effect::Write)
+    }
+
+    /// Whether it may still be forwarded to the replica holding its session's lease.
+    pub(crate) fn may_forward(&self) -> bool {
+        self.hops < crate::remote::MAX_HOPS
+    }
+}
+
+/// A bound call as one replica forwards it to the replica holding its session's lease: checked
+/// again there against the same definitions and admitted by that replica's actor.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ForwardedCall {
+    tool: String,
+    input: Value,
+    /// A token-bound call's identity: channel id and key.
+    identity: Option<(String, String)>,
+    depth: u32,
+    hops: u8,
+}
+
+/// A direct call's outcome between replicas.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ForwardedOutcome {
+    tool_name: String,
+    call_id: CallId,
+    is_error: bool,
+    result: Value,
+    duration_ms: u64,
+    scratch_workspace: bool,
+    turn_id: Option<TurnId>,
+}
+
+/// With session leases: a write bound to a session another replica holds runs there, admitted
+/// by the actor that runs the session's turns (409 `session_busy` only while one runs), as on
+/// one process. Reads run where they arrive. A holder that does not answer is `Unavailable`
+/// (503): the call is not retried here, since the holder may have run it.
+pub(crate) async fn forward(
+    core: Arc<Core>,
+    session: SessionId,
+    replica: String,
+    call: BoundCall,
+) -> Result<DirectOutcome> {
+    let Some(leases) = core.leases.clone() else { return Err(EngineError::SessionBusy(session)) };
+    let body = ForwardedCall {
+        tool: call.call.tool,
+        input: call.call.input,
+        identity: call.call.identity.map(|i| (i.channel, i.key)),
+        depth: call.call.depth,
+        hops: call.hops + 1,
+    };
+    let answer = crate::remote::direct(&leases, &replica, &session, body).await?;
+    let wire: ForwardedOutcome = serde_json::from_value(answer)
+        .map_err(|e| EngineError::Store(bdk_store::Error::Backend(format!("a forwarded tool call's answer: {e}"))))?;
+    Ok(DirectOutcome {
+        tool_name: wire.tool_name,
+        call_id: wire.call_id,
+        is_error: wire.is_error,
+        result: wire.result,
+        duration_ms: wire.duration_ms,
+        scratch_workspace: wire.scratch_workspace,
+        session_id: Some(session),
+        turn_id: wire.turn_id,
+    })
+}
+
+/// Runs a call another replica forwarded here (this replica holds the session's lease).
+pub(crate) async fn call_forwarded(core: &Arc<Core>, session: &SessionId, call: ForwardedCall) -> Result<Value> {
+    let identity = call.identity.map(|(channel, key)| CallIdentity { channel, key });
+    let mut checked = check(core, call.tool, call.input, identity)?;
+    checked.depth = call.depth;
+    let record =
+        core.stores.sessions.get(session).await?.ok_or_else(|| EngineError::SessionNotFound(session.clone()))?;
+    let bound = BoundCall { call: checked, dry_run: record.dry_run, as_of: record.as_of, hops: call.hops };
+    let outcome =
+        core.call(session, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await?;
+    let wire = ForwardedOutcome {
+        tool_name: outcome.tool_name,
+        call_id: outcome.call_id,
+        is_error: outcome.is_error,
+        result: outcome.result,
+        duration_ms: outcome.duration_ms,
+        scratch_workspace: outcome.scratch_workspace,
+        turn_id: outcome.turn_id,
+    };
+    serde_json::to_value(wire).map_err(|e| EngineError::Store(bdk_store::Error::Encode(e)))
 }
 
 /// Where the request says the call belongs.
@@ -153,7 +248,7 @@ pub(crate) async fn call_tool_at(core: &Arc<Core>, request: DirectCall, depth: u
         return run_scratch(core.clone(), call, request.principal).await;
     };
     check_owner(&record, &request.principal)?;
-    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
+    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of, hops: 0 };
     core.call(&record.id, None, |reply| crate::actor::Command::Direct { call: Box::new(bound), reply }).await
 }
 
@@ -172,7 +267,7 @@ pub(crate) async fn call_nested(
     call.depth = depth;
     let record =
         core.stores.sessions.get(&session).await?.ok_or_else(|| EngineError::SessionNotFound(session.clone()))?;
-    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of };
+    let bound = BoundCall { call, dry_run: record.dry_run, as_of: record.as_of, hops: 0 };
     spawn(run_bound(core.clone(), session, bound)).await
 }
 

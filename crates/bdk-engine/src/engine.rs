@@ -108,7 +108,7 @@ impl Core {
             capabilities: options.capabilities.clone(),
         });
         let core = Arc::new(Core {
-            slots: TurnSlots::new(config.max_running_turns),
+            slots: TurnSlots::new(config.max_running_turns, options.leases.clone()),
             slug: config.slug,
             stores,
             defs: crate::defs::Current::new(defs),
@@ -318,16 +318,26 @@ impl Core {
     }
 
     /// With session leases: the leases and the replica running the session, when that is
-    /// another replica (a session with a live actor here runs here).
+    /// another replica (a session with a live actor here runs here). `running`: the session's
+    /// record says a turn runs; when no live replica holds its lease (its holder died or shut
+    /// down), this replica claims it first, restoring a turn left waiting for approvals here.
     pub(crate) async fn runner_elsewhere(
-        &self,
+        self: &Arc<Self>,
         id: &SessionId,
+        running: bool,
     ) -> Result<Option<(Arc<dyn bdk_store::SessionLeases>, String)>> {
         let Some(leases) = &self.leases else { return Ok(None) };
         if self.is_live(id) {
             return Ok(None);
         }
         let holder = leases.holder(id).await?.filter(|replica| replica != leases.replica());
+        if holder.is_none() && running {
+            return match self.recover_one(id).await {
+                Ok(_) => Ok(None),
+                Err(EngineError::LeasedElsewhere { replica, .. }) => Ok(Some((leases.clone(), replica))),
+                Err(error) => Err(error),
+            };
+        }
         Ok(holder.map(|replica| (leases.clone(), replica)))
     }
 
@@ -386,7 +396,8 @@ impl Core {
     }
 
     /// Stops admitting turns, gives running ones `grace`, then cancels them and waits for their
-    /// final events.
+    /// final events. With session leases, the leases this replica holds are then released, so
+    /// another replica takes its sessions at once instead of one lease period later.
     pub async fn drain(&self, grace: Duration) {
         self.draining.store(true, Ordering::SeqCst);
         self.turns.close();
@@ -394,6 +405,13 @@ impl Core {
             tracing::info!("drain: grace period over; cancelling running turns");
             self.root.cancel();
             self.turns.wait().await;
+        }
+        if let Some(leases) = &self.leases {
+            match leases.release_all().await {
+                Ok(n) => tracing::info!(sessions = n, "drain: released this replica's session leases"),
+                // They expire by themselves one lease period later.
+                Err(error) => tracing::warn!(%error, "drain: could not release this replica's session leases"),
+            }
         }
     }
 }

@@ -113,9 +113,26 @@ async fn retry(core: Weak<Core>, mut writable_again: tokio::sync::watch::Receive
 }
 
 /// Recovers one session. `restore`: a turn waiting for approvals is handed back to its actor
-/// (`resume.rs`); without it (a session's own actor taking over a dead replica's lease, which
-/// cannot wait on itself) that turn is closed like any other, its parked calls expired.
+/// (`resume.rs`); without it that turn is closed like any other, its parked calls expired.
 pub(crate) async fn recover_session(core: &Arc<Core>, record: &SessionRecord, restore: bool) -> Result<usize> {
+    let (closed, plan) = recover_log(core, record, restore).await?;
+    if let Some(plan) = plan {
+        let turn = plan.turn.clone();
+        let resumed = Box::new(plan.restore(core, &record.id));
+        core.call(&record.id, None, |reply| Command::Resume { turn: turn.clone(), resumed, reply }).await?;
+        tracing::info!(session = %record.id, %turn, "restored a turn waiting for approval");
+    }
+    Ok(closed)
+}
+
+/// [`recover_session`] up to the turn to restore, which it returns instead of handing it to the
+/// session's actor: a session's own actor taking over a dead replica's lease continues it
+/// itself (it cannot wait on its own mailbox).
+pub(crate) async fn recover_log(
+    core: &Arc<Core>,
+    record: &SessionRecord,
+    restore: bool,
+) -> Result<(usize, Option<Plan>)> {
     let events = core.stores.events.read(&record.id, 0, None).await?;
     let (closed, last, restore) = close_open_turns(core, record, &events, restore).await?;
     drop(events);
@@ -132,13 +149,7 @@ pub(crate) async fn recover_session(core: &Arc<Core>, record: &SessionRecord, re
         next.updated_at = at.max(record.updated_at);
         core.stores.sessions.update(next).await?;
     }
-    if let Some(plan) = restore {
-        let turn = plan.turn.clone();
-        let resumed = Box::new(plan.restore(core, &record.id));
-        core.call(&record.id, None, |reply| Command::Resume { turn: turn.clone(), resumed, reply }).await?;
-        tracing::info!(session = %record.id, %turn, "restored a turn waiting for approval");
-    }
-    Ok(closed)
+    Ok((closed, restore))
 }
 
 /// What recovery did to one session's log: turns closed, the last status event after that,

@@ -5,7 +5,7 @@
 //! closes turns of replicas that died (their leases expired).
 //!
 //! The wire format is private to bdk (JSON through the store's [`SessionLeases`]): a command
-//! `{"command": "followUp" | "stop" | "recover" | "approvals" | "resolve", ...}` and an answer `{"ok": ...}` or
+//! `{"command": "followUp" | "stop" | "recover" | "direct" | "approvals" | "resolve", ...}` and an answer `{"ok": ...}` or
 //! `{"error": code, "message": ...}`. The store only carries it.
 
 use std::sync::{Arc, Weak};
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::approvals::PendingApproval;
+use crate::direct::ForwardedCall;
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal};
@@ -25,6 +26,10 @@ use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal};
 /// How long a forwarded command waits for the holder's answer. A stop waits for the turn to
 /// settle, so this is generous; a holder that died answers nothing and its lease expires first.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a forwarded direct tool call waits for the holder's answer: the call runs there, up
+/// to its tool's own timeout.
+const DIRECT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// Forwards past this many replicas give up (the lease is moving; the caller retries).
 pub(crate) const MAX_HOPS: u8 = 2;
@@ -50,6 +55,10 @@ enum Remote {
     #[serde(rename_all = "camelCase")]
     Approvals {
         principal: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Direct {
+        call: ForwardedCall,
     },
     #[serde(rename_all = "camelCase")]
     Resolve {
@@ -118,9 +127,29 @@ pub(crate) async fn resolve(
         .map_err(|e| EngineError::Store(bdk_store::Error::Backend(format!("a forwarded approval: {e}"))))
 }
 
+/// Runs a direct tool call on `replica`, which holds the session's lease; returns its answer.
+pub(crate) async fn direct(
+    leases: &Arc<dyn SessionLeases>,
+    replica: &str,
+    id: &SessionId,
+    call: ForwardedCall,
+) -> Result<Value> {
+    send_within(leases, replica, id, &Remote::Direct { call }, DIRECT_TIMEOUT).await
+}
+
 async fn send(leases: &Arc<dyn SessionLeases>, replica: &str, id: &SessionId, command: &Remote) -> Result<Value> {
+    send_within(leases, replica, id, command, FORWARD_TIMEOUT).await
+}
+
+async fn send_within(
+    leases: &Arc<dyn SessionLeases>,
+    replica: &str,
+    id: &SessionId,
+    command: &Remote,
+    timeout: Duration,
+) -> Result<Value> {
     let body = serde_json::to_value(command).map_err(|e| EngineError::Store(bdk_store::Error::Encode(e)))?;
-    let answer = leases.forward(replica, id, body, FORWARD_TIMEOUT).await?;
+    let answer = leases.forward(replica, id, body, timeout).await?;
     decode(id, answer)
 }
 
@@ -195,6 +224,7 @@ async fn answer(core: Arc<Core>, incoming: Incoming) {
         }
         Ok(Remote::Stop { principal, hops }) => encode(core.stop_at(&session, &Principal(principal), hops).await),
         Ok(Remote::Recover) => encode(core.recover_one(&session).await),
+        Ok(Remote::Direct { call }) => encode(crate::direct::call_forwarded(&core, &session, call).await),
         Ok(Remote::Approvals { principal }) => encode(core.approvals_here(&session, &Principal(principal)).await),
         Ok(Remote::Resolve { call_id, decision, principal }) => {
             encode(core.resolve_here(&session, &call_id, decision, &Principal(principal)).await)

@@ -235,7 +235,7 @@ async fn drive(
     // parent's).
     let _permit = match persona {
         Some(_) => None,
-        None => match core.slots.admit() {
+        None => match core.slots.admit(&context.session, &context.turn).await? {
             Ok(permit) => Some(permit),
             // A restored turn started long ago: it waits for its slot without `turn.queued`,
             // and if it is cancelled meanwhile its dispatch still answers its calls.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bdk_protocol::{SessionId, TurnId};
-use bdk_store::{BoxFuture, Claim, Error, Incoming, Result, SessionLeases};
+use bdk_store::{BoxFuture, Claim, Error, Incoming, Result, SessionLeases, SlotClaim};
 use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -239,6 +239,18 @@ impl SessionLeases for PgStore {
                 ))),
             }
         })
+    }
+
+    fn claim_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str, max: u32) -> BoxFuture<'a, Result<SlotClaim>> {
+        Box::pin(self.claim_turn_slot(session, turn, max))
+    }
+
+    fn release_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.release_turn_slot(session, turn))
+    }
+
+    fn release_all(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.expire_own_leases())
     }
 
     fn serve(&self) -> Option<mpsc::Receiver<Incoming>> {

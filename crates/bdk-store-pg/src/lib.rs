@@ -19,6 +19,7 @@ mod leases;
 mod migrate;
 mod notify;
 mod sessions;
+mod slots;
 mod store;
 mod timed;
 mod workspaces;

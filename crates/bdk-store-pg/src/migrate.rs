@@ -11,6 +11,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("initial", include_str!("../migrations/0001_initial.sql")),
     ("session_leases", include_str!("../migrations/0002_session_leases.sql")),
     ("artifacts", include_str!("../migrations/0003_artifacts.sql")),
+    ("turn_slots", include_str!("../migrations/0004_turn_slots.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -29,6 +29,15 @@ pub enum Claim {
     Elsewhere { replica: String },
 }
 
+/// The outcome of [`SessionLeases::claim_slot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// The turn holds one of the agent's `max_running_turns` slots now.
+    Running,
+    /// Every slot is taken; the turn waits, `position` (1-based) in the queue of all replicas.
+    Queued { position: u32 },
+}
+
 /// A command another replica forwarded to this one: answer it on `reply`.
 #[derive(Debug)]
 pub struct Incoming {
@@ -66,6 +75,19 @@ pub trait SessionLeases: Send + Sync + fmt::Debug {
         body: Value,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value>>;
+
+    /// Claims one of the agent's `max` running-turn slots for `turn` of `session`, shared by every
+    /// replica on the database, or queues it. Asking again for a queued turn keeps its place and
+    /// claims the slot once its turn comes; [`SessionLeases::release_slot`] gives either up. A
+    /// slot whose session lease is no longer this replica's (it died) is free again.
+    fn claim_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str, max: u32) -> BoxFuture<'a, Result<SlotClaim>>;
+
+    /// Gives up the slot (or the place in the queue) of `turn`.
+    fn release_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// A replica shutting down: every lease it holds is free to claim at once (not one lease
+    /// period later). Returns how many.
+    fn release_all(&self) -> BoxFuture<'_, Result<u64>>;
 
     /// The commands other replicas forward to this one. The first call gets the receiver and
     /// starts delivering; later calls get `None`.

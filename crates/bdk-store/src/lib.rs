@@ -24,6 +24,6 @@ pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, C
 pub use error::{Error, Result};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use layer::LogLayer;
-pub use lease::{Claim, Incoming, SessionLeases};
+pub use lease::{Claim, Incoming, SessionLeases, SlotClaim};
 pub use record::{SessionRecord, SessionStatus};
 pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};

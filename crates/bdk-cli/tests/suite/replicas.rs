@@ -57,17 +57,17 @@ fn three_replicas(root: &Path, project: &Path, url: &str) -> Vec<Server> {
 
 /// [`three_replicas`] with `envs` set for each process.
 fn three_replicas_with(root: &Path, project: &Path, url: &str, envs: &[(&str, &str)]) -> Vec<Server> {
-    ["a", "b", "c"]
-        .iter()
-        .map(|name| {
-            let state = root.join(format!("state-{name}"));
-            let mut command = super::support::bdk();
-            command.args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root"]);
-            // Small pools: several of these tests (and other suites) share the server's 100 connections.
-            command.arg(&state).args(["--database-url", url, "--database-pool-size", "4"]);
-            Server::launch(command, envs)
-        })
-        .collect()
+    ["a", "b", "c"].iter().map(|name| replica(root, name, project, url, envs)).collect()
+}
+
+/// One `bdk serve` replica named `name` (its state root under `root`) of `project` on `url`.
+fn replica(root: &Path, name: &str, project: &Path, url: &str, envs: &[(&str, &str)]) -> Server {
+    let state = root.join(format!("state-{name}"));
+    let mut command = super::support::bdk();
+    command.args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root"]);
+    // Small pools: several of these tests (and other suites) share the server's 100 connections.
+    command.arg(&state).args(["--database-url", url, "--database-pool-size", "4"]);
+    Server::launch(command, envs)
 }
 
 /// Creates a session on `base`; returns its id and token.
@@ -335,6 +335,218 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
     let all = client_db.query("SELECT record FROM bdk_firings", &[]).await.unwrap();
     let all: Vec<String> = all.iter().map(|r| r.get(0)).collect();
     assert_eq!(records.len(), 1, "one firing started one session, not one per replica: {records:#?} {all:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_running_turns_holds_for_three_replicas_together() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_slots").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "busy", &[&slow_step(50, 100)]);
+    let toml = std::fs::read_to_string(project.join("bot/agent.toml")).unwrap();
+    let toml = toml.replacen("\n\n[model]", "\nmax_running_turns = 1\n\n[model]", 1);
+    std::fs::write(project.join("bot/agent.toml"), toml).unwrap();
+    let url = db.url();
+    let replicas = three_replicas(root.path(), &project, &url);
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/busy", r.origin)).collect();
+
+    // A five-second turn runs on a (seen streaming from b); then one session each on b and c.
+    let (first, _) = create(&bases[0], "one").await;
+    stream_until(format!("{}/v1/session/{first}/stream", bases[1]), "message.appended").await;
+    let (second, _) = create(&bases[1], "two").await;
+    let (third, _) = create(&bases[2], "three").await;
+
+    // The limit is the group's: both later turns queue behind the running one, in one queue.
+    let mut positions = Vec::new();
+    let mut logs = Vec::new();
+    for (i, id) in [&first, &second, &third].into_iter().enumerate() {
+        let log = stream_until(format!("{}/v1/session/{id}/stream", bases[(i + 1) % 3]), "session.waiting").await;
+        assert!(log.iter().any(|e| e["type"] == "turn.completed"), "{log:#?}");
+        positions.extend(log.iter().filter(|e| e["type"] == "turn.queued").map(|e| e["data"]["position"].clone()));
+        logs.push(log);
+    }
+    assert!(logs[0].iter().all(|e| e["type"] != "turn.queued"), "{:#?}", logs[0]);
+    positions.sort_by_key(|p| p.as_u64());
+    assert_eq!(positions, vec![json!(1), json!(2)], "{logs:#?}");
+    // One at a time: each queued turn started after the turn before it had finished streaming.
+    let at = |log: &[Value], kind: &str| -> String {
+        log.iter().find(|e| e["type"] == kind).unwrap()["at"].as_str().unwrap().to_owned()
+    };
+    let mut spans: Vec<(String, String)> =
+        logs.iter().map(|log| (at(log, "turn.started"), at(log, "message.completed"))).collect();
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(pair[1].0 >= pair[0].1, "two turns ran at once: {spans:?}");
+    }
+
+    // Every slot was given back.
+    let (client_db, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left: i64 = client_db.query_one("SELECT count(*) FROM bdk_turn_slots", &[]).await.unwrap().get(0);
+        if left == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} turn slots were never released");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_with_sigterm_hands_its_sessions_over_at_once() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_sigterm").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "handover", &["text = \"first\"", "text = \"second\""]);
+    let url = db.url();
+    // A lease far longer than the test may take: waiting for it to expire would fail the test.
+    let mut replicas = three_replicas_with(root.path(), &project, &url, &[("BDK_SESSION_LEASE_MS", "600000")]);
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/handover", r.origin)).collect();
+
+    let (id, token) = create(&bases[0], "hello").await;
+    let before = stream_until(format!("{}/v1/session/{id}/stream", bases[1]), "session.waiting").await;
+    let a = replicas.remove(0);
+    let status = std::process::Command::new("kill").args(["-TERM", &a.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let (exit, stderr) = a.wait();
+    assert!(exit.success(), "{stderr}");
+    assert!(stderr.contains("released this replica's session leases"), "{stderr}");
+
+    // b takes the follow-up itself (a's lease was released, not left to expire in ten minutes).
+    let (status, reply) =
+        post(format!("{}/v1/session/{id}", bases[1]), json!({"continuationToken": token, "message": "more"})).await;
+    assert_eq!(status, 200, "{reply}");
+    let tail =
+        stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", bases[2], before.len()), "session.waiting")
+            .await;
+    let text = tail.iter().find(|e| e["type"] == "message.completed").expect("the follow-up ran");
+    // b's scripted model answered (its first step): the turn ran on b.
+    assert_eq!(text["data"]["text"], json!("first"), "{tail:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_parked_on_a_killed_replica_is_restored_and_approved_through_another() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_parked_kill").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let tool = r#"description = "Deploy a service."
+effect = "write"
+needs_approval = true
+command = ["python3", "-c", "import json,sys; i=json.load(sys.stdin)['input']; print(json.dumps({'deployed': i['service']}))"]
+
+[input_schema]
+type = "object"
+required = ["service"]
+properties = { service = { type = "string" } }
+"#;
+    // a's model asks for the call; the survivors' models answer after it (each process replays
+    // its own script from the start).
+    let call = "tool_calls = [{ name = \"deploy\", arguments = { service = \"web\" } }]";
+    let on_a = write_project(&root.path().join("a"), "gate", &[call]);
+    let on_bc = write_project(&root.path().join("bc"), "gate", &["text = \"Deployed web.\""]);
+    for project in [&on_a, &on_bc] {
+        std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+        std::fs::write(project.join("bot/tools/deploy.toml"), tool).unwrap();
+    }
+    let url = db.url();
+    let envs = [("BDK_SESSION_LEASE_MS", "1500")];
+    let a = replica(root.path(), "a", &on_a, &url, &envs);
+    let replicas = [replica(root.path(), "b", &on_bc, &url, &envs), replica(root.path(), "c", &on_bc, &url, &envs)];
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/gate", r.origin)).collect();
+
+    let (id, _token) = create(&format!("{}/gate", a.origin), "deploy web").await;
+    let parked = stream_until(format!("{}/v1/session/{id}/stream", bases[0]), "action.approval_requested").await;
+    let call_id = parked.last().unwrap()["data"]["callId"].as_str().unwrap().to_owned();
+    a.kill();
+
+    // Once a's lease expires, b or c takes the session over and the call is parked there again
+    // (until then b answers 503: the replica holding the lease does not answer).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listing =
+            within("approvals", async { client().get(format!("{}/v1/session/{id}/approvals", bases[0])).send().await })
+                .await
+                .unwrap();
+        let (status, body) = (listing.status().as_u16(), listing.text().await.unwrap_or_default());
+        if status == 200 && body.contains(&call_id) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the parked call never came back: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, resolved) =
+        post(format!("{}/v1/session/{id}/approvals/{call_id}", bases[0]), json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{resolved}");
+    let rest =
+        stream_until(format!("{}/v1/session/{id}/stream?startIndex={}", bases[1], parked.len()), "session.waiting")
+            .await;
+    assert!(rest.iter().all(|e| e["data"]["decision"] != "expired"), "{rest:#?}");
+    let result = rest.iter().find(|e| e["type"] == "action.result").expect("the approved call ran");
+    assert!(result.to_string().contains("deployed"), "{result}");
+    let done = rest.iter().find(|e| e["type"] == "message.completed").expect("the turn went on");
+    assert_eq!(done["data"]["text"], json!("Deployed web."));
+    assert!(rest.iter().any(|e| e["type"] == "turn.completed"), "{rest:#?}");
+    assert_eq!(rest.iter().filter(|e| e["type"] == "turn.started").count(), 0, "the same turn goes on: {rest:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_direct_write_on_another_replica_runs_where_the_session_is_held() {
+    let Some(db) = bdk_test_support::postgres::fresh("replicas_direct").await else { return };
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "scribe", &[&slow_step(30, 100), "text = \"done\""]);
+    std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+    std::fs::write(
+        project.join("bot/tools/note.toml"),
+        r#"description = "Write a note into the session workspace."
+effect = "write"
+command = ["python3", "-c", "import json,os,sys; i=json.load(sys.stdin)['input']; open(os.path.join(os.environ['BDK_WORKSPACE_DIR'], 'note.txt'), 'w').write(i['text']); print(json.dumps({'wrote': i['text']}))"]
+
+[input_schema]
+type = "object"
+required = ["text"]
+properties = { text = { type = "string" } }
+"#,
+    )
+    .unwrap();
+    let url = db.url();
+    let replicas = three_replicas(root.path(), &project, &url);
+    let bases: Vec<String> = replicas.iter().map(|r| format!("{}/scribe", r.origin)).collect();
+    let note = |i: usize, id: &str, text: &str| {
+        post(format!("{}/v1/tools/note", bases[i]), json!({"sessionId": id, "input": {"text": text}}))
+    };
+
+    // While a's turn runs, a write sent to b is busy (a decides, as one process would).
+    let (id, _token) = create(&bases[0], "write slowly").await;
+    let before = stream_until(format!("{}/v1/session/{id}/stream", bases[2]), "message.appended").await;
+    let (status, busy) = note(1, &id, "too early").await;
+    assert_eq!(status, 409, "{busy}");
+    assert_eq!(busy["error"], json!("session_busy"), "{busy}");
+    let settled = stream_until(format!("{}/v1/session/{id}/stream", bases[2]), "session.waiting").await;
+    assert!(settled.len() >= before.len());
+
+    // Once it is idle, the same write sent to b runs on a (a still holds the lease), in a's
+    // workspace, and is recorded on the session's stream.
+    let (status, wrote) = note(1, &id, "hello").await;
+    assert_eq!(status, 200, "{wrote}");
+    assert_eq!(wrote["isError"], json!(false), "{wrote}");
+    assert_eq!(wrote["result"]["wrote"], json!("hello"), "{wrote}");
+    let found = |name: &str| {
+        let mut dirs = vec![root.path().join(format!("state-{name}"))];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "note.txt") {
+                    return std::fs::read_to_string(path).ok();
+                }
+            }
+        }
+        None
+    };
+    assert_eq!(found("a").as_deref(), Some("hello"), "the call ran in a's workspace");
+    assert_eq!(found("b"), None, "nothing ran on b");
+    let log = events(format!("{}/v1/session/{id}/events", bases[2])).await;
+    let result = log.iter().find(|e| e["type"] == "action.result" && e["data"]["direct"] == json!(true));
+    assert!(result.is_some_and(|r| r.to_string().contains("hello")), "{log:#?}");
 }
 
 #[test]

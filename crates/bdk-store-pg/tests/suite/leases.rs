@@ -1,13 +1,15 @@
 //! Session leases between replicas of one database: one holder at a time (also when fifty
 //! claims race), a dead holder's lease expires and is claimed by another, a stale release leaves
 //! a newer holding alone, and a forwarded command is answered by the replica it was sent to (or
-//! fails fast when that replica holds nothing). Every wait has a timeout.
+//! fails fast when that replica holds nothing). Running-turn slots are counted for every
+//! replica, queue in one order, and come free when their holder dies; a replica shutting down
+//! releases all its leases at once. Every wait has a timeout.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bdk_protocol::SessionId;
-use bdk_store::{Claim, SessionLeases};
+use bdk_store::{Claim, SessionLeases, SlotClaim};
 use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
 use bdk_test_support::postgres::{self, TestDb};
 use serde_json::json;
@@ -108,4 +110,60 @@ async fn a_forwarded_command_is_answered_by_its_target() {
     let error = a.forward("r0-gone", &other, json!({ "command": "ping" }), Duration::from_secs(20)).await;
     assert!(error.as_ref().is_err_and(|e| e.is_unavailable()), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turn_slots_are_counted_across_replicas_and_freed_when_their_holder_dies() {
+    let Some(db) = postgres::fresh("leases_slots").await else { return };
+    let (a, b, c) = (replica(&db).await, replica(&db).await, replica(&db).await);
+    let ids: Vec<SessionId> = (0..4).map(|_| SessionId::generate()).collect();
+    for (store, id) in [(&a, &ids[0]), (&a, &ids[1]), (&b, &ids[2]), (&c, &ids[3])] {
+        assert!(matches!(store.acquire(id).await.unwrap(), Claim::Held { .. }));
+    }
+    // Two slots: a's two turns take them; b's and c's queue in one line, in order.
+    assert_eq!(a.claim_slot(&ids[0], "t0", 2).await.unwrap(), SlotClaim::Running);
+    assert_eq!(a.claim_slot(&ids[1], "t1", 2).await.unwrap(), SlotClaim::Running);
+    assert_eq!(b.claim_slot(&ids[2], "t2", 2).await.unwrap(), SlotClaim::Queued { position: 1 });
+    assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 2 });
+    // Asking again keeps the place; the head of the line gets the first slot given back.
+    assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 2 });
+    a.release_slot(&ids[0], "t0").await.unwrap();
+    assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 1 });
+    assert_eq!(b.claim_slot(&ids[2], "t2", 2).await.unwrap(), SlotClaim::Running);
+
+    // a dies holding t1's slot: once its lease expires, the slot is free again.
+    drop(a);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if c.claim_slot(&ids[3], "t3", 2).await.unwrap() == SlotClaim::Running {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the dead replica's slot never came free");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A given-up place leaves the line.
+    b.release_slot(&ids[2], "t2").await.unwrap();
+    c.release_slot(&ids[3], "t3").await.unwrap();
+    assert_eq!(b.claim_slot(&ids[2], "t4", 1).await.unwrap(), SlotClaim::Running);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_shutting_down_releases_its_leases_at_once() {
+    let Some(db) = postgres::fresh("leases_release_all").await else { return };
+    let (a, b) = (replica(&db).await, replica(&db).await);
+    let (first, second) = (SessionId::generate(), SessionId::generate());
+    assert!(matches!(a.acquire(&first).await.unwrap(), Claim::Held { .. }));
+    assert!(matches!(a.acquire(&second).await.unwrap(), Claim::Held { .. }));
+    assert!(matches!(b.acquire(&first).await.unwrap(), Claim::Elsewhere { .. }));
+    assert_eq!(a.release_all().await.unwrap(), 2);
+    // Free now (not one period later), and listed for the sweep: a session left running is
+    // taken over by another replica without a request.
+    let expired = b.expired().await.unwrap();
+    assert!(expired.contains(&first) && expired.contains(&second), "{expired:?}");
+    assert!(matches!(b.acquire(&first).await.unwrap(), Claim::Held { .. }));
+    assert!(a.holder(&second).await.unwrap().is_none());
+    // a's heartbeat, still running, renews none of them.
+    tokio::time::sleep(LEASE).await;
+    assert!(b.expired().await.unwrap().contains(&second));
+    assert_eq!(a.acquire(&first).await.unwrap(), Claim::Elsewhere { replica: b.replica().to_owned() });
 }
