@@ -110,6 +110,7 @@ impl SessionLeases for PgStore {
                     .await
                     .map_err(db)?;
                 if claimed == 1 {
+                    self.db.hold(&self.agent, session.as_str(), &token);
                     return Ok(Claim::Held { token });
                 }
                 let holder = client
@@ -129,6 +130,7 @@ impl SessionLeases for PgStore {
 
     fn release<'a>(&'a self, session: &'a SessionId, token: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            self.db.let_go(&self.agent, session.as_str(), token);
             let client = self.db.client().await?;
             client
                 .execute(

@@ -22,6 +22,7 @@ mod sessions;
 mod store;
 mod timed;
 mod workspaces;
+mod writer;
 
 pub use data::MAX_FILE_BYTES;
 pub use db::{DEFAULT_SESSION_LEASE, PgDatabase, PgOptions, redact_url};
