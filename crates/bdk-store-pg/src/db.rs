@@ -56,6 +56,8 @@ pub struct PgDatabase {
     pub(crate) notifier: Arc<Notifier>,
     /// The group-commit writer every event append goes through.
     pub(crate) writer: Writer,
+    /// Write transactions so far (see [`PgDatabase::commits`]).
+    counters: Counters,
     /// The lease tokens this replica holds, by (agent, session): appends to those sessions are
     /// fenced on them (refused once another replica claimed the lease).
     fences: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
@@ -122,6 +124,7 @@ impl PgDatabase {
             notifier,
             writer,
             fences: Default::default(),
+            counters: Counters::default(),
             migration,
             replica,
             session_lease,
@@ -158,6 +161,20 @@ impl PgDatabase {
         self.fences.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Counts one write transaction (`durable`: its commit waited for the WAL flush).
+    pub(crate) fn count_commit(&self, durable: bool) {
+        let counter = if durable { &self.counters.durable } else { &self.counters.relaxed };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The write transactions of this replica's session path so far (event appends, session
+    /// records, leases, workspace saves): what a turn costs in commits, for benchmarks.
+    pub fn commits(&self) -> Commits {
+        use std::sync::atomic::Ordering::Relaxed;
+        let appends = self.writer.stats.batches.load(Relaxed);
+        Commits { durable: self.counters.durable.load(Relaxed) + appends, relaxed: self.counters.relaxed.load(Relaxed) }
+    }
+
     /// Group commits so far: (transactions, appends they carried). An append that waited for
     /// others to fill a batch shows as appends > transactions.
     pub fn append_batches(&self) -> (u64, u64) {
@@ -185,6 +202,47 @@ impl PgDatabase {
         let status = self.pool.status();
         (status.size, status.available)
     }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    durable: std::sync::atomic::AtomicU64,
+    relaxed: std::sync::atomic::AtomicU64,
+}
+
+/// Write transactions counted by [`PgDatabase::commits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Commits {
+    /// Commits that waited for the WAL flush (each one an fsync on the database server, shared
+    /// by everything a group commit carried).
+    pub durable: u64,
+    /// Commits with `synchronous_commit = off`: written, not waited for; made durable by the
+    /// next durable commit (the WAL is flushed in order).
+    pub relaxed: u64,
+}
+
+/// Runs one write statement in its own transaction with `synchronous_commit = off`, pipelined
+/// (`BEGIN; SET LOCAL ...`, the statement, `COMMIT`: one round trip). For writes that need not
+/// be durable on their own: derived facts recovery rebuilds, and writes the caller's next durable
+/// append makes durable (the WAL is flushed in order, so a later durable commit flushes them too).
+pub(crate) async fn execute_relaxed(
+    db: &PgDatabase,
+    client: &Object,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> bdk_store::Result<u64> {
+    let statement = client.prepare_cached(sql).await.map_err(crate::error::db)?;
+    let (begun, executed, committed) = futures_util::future::join3(
+        client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        client.execute(&statement, params),
+        client.batch_execute("COMMIT"),
+    )
+    .await;
+    begun.map_err(crate::error::db)?;
+    let rows = executed.map_err(crate::error::db)?;
+    committed.map_err(crate::error::db)?;
+    db.count_commit(false);
+    Ok(rows)
 }
 
 /// `url` with its password replaced by `***`, for messages and logs (URL and key=value forms).

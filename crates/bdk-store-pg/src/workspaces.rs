@@ -92,6 +92,7 @@ impl PgStore {
             .map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
+        self.db.count_commit(true);
         Ok(Some((version, total)))
     }
 

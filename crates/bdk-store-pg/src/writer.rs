@@ -1,7 +1,9 @@
 //! Group commit of event appends: every append of every agent and session on this replica goes
-//! through one writer task, which writes everything queued while the previous batch committed
-//! in one transaction (like the filesystem backend's writer), so concurrent appends share one
-//! WAL flush. Each append is answered only after that commit: an acknowledged event is durable.
+//! through one writer task, which writes everything queued since the last batch in one
+//! transaction (like the filesystem backend's writer), so concurrent appends share one WAL
+//! flush. Each append is answered only after that commit: an acknowledged event is durable.
+//! Up to [`MAX_IN_FLIGHT`] batches overlap; each starts only once the one before holds its
+//! session locks, so two batches touching one session write it in queue order.
 //!
 //! A batch is two round trips, each a pipeline of prepared statements:
 //! 1. `BEGIN`, the lease check of the fenced appends (`FOR SHARE`, so no claim can move the
@@ -22,7 +24,7 @@ use bdk_protocol::{Event, SessionId};
 use bdk_store::{Error, NewEvent, Result, SharedEvent};
 use deadpool_postgres::Pool;
 use futures_util::future::{join, join3};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::db;
@@ -30,6 +32,10 @@ use crate::notify::Notifier;
 
 /// Events one batch takes at most (it always takes at least one append whole).
 const MAX_BATCH_EVENTS: usize = 16_384;
+
+/// Batches written at once: while one waits for its commit's WAL flush, the next locks its
+/// sessions and encodes its events.
+const MAX_IN_FLIGHT: usize = 4;
 
 const LEASES: &str = "SELECT k.o FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(a, s, t, o) \
      JOIN bdk_session_leases l ON l.agent = k.a AND l.session_id = k.s AND l.token = k.t \
@@ -99,7 +105,9 @@ impl Writer {
 }
 
 async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceiver<Append>, stats: Arc<WriterStats>) {
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     while let Some(first) = rx.recv().await {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         let mut size = first.events.len();
         let mut batch = vec![first];
         while size < MAX_BATCH_EVENTS {
@@ -113,7 +121,15 @@ async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceive
         }
         stats.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         stats.appends.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        write(&pool, &notifier, batch).await;
+        // The next batch starts once this one holds its session locks: a session in both waits
+        // for this commit and continues after it, so appends keep their queue order.
+        let (locked, is_locked) = oneshot::channel();
+        let (pool, notifier) = (pool.clone(), notifier.clone());
+        tokio::spawn(async move {
+            write(&pool, &notifier, batch, locked).await;
+            drop(permit);
+        });
+        let _ = is_locked.await;
     }
 }
 
@@ -123,8 +139,8 @@ enum Planned {
     Written(Vec<SharedEvent>),
 }
 
-async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>) {
-    let result = write_batch(pool, &batch).await;
+async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: oneshot::Sender<()>) {
+    let result = write_batch(pool, &batch, locked).await;
     match result {
         Ok(planned) => {
             let mut written = Vec::new();
@@ -156,7 +172,8 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>) {
 }
 
 /// Writes one batch in one transaction. `Err` means nothing of it was written.
-async fn write_batch(pool: &Pool, batch: &[Append]) -> Result<Vec<Planned>> {
+/// `on_locked` is told once the batch's sessions are locked (or the batch failed before).
+async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<()>) -> Result<Vec<Planned>> {
     let client = pool.get().await.map_err(crate::error::pool)?;
     let leases = client.prepare_cached(LEASES).await.map_err(db)?;
     let sessions = client.prepare_cached(SESSIONS).await.map_err(db)?;
@@ -181,17 +198,17 @@ async fn write_batch(pool: &Pool, batch: &[Append]) -> Result<Vec<Planned>> {
     )
     .await;
     let checked = begun.map_err(db).and_then(|()| Ok((held.map_err(db)?, locked.map_err(db)?)));
-    let (held, locked) = match checked {
+    let (held, rows) = match checked {
         Ok(rows) => rows,
         Err(error) => {
             let _ = client.batch_execute("ROLLBACK").await;
             return Err(error);
         }
     };
+    let _ = on_locked.send(());
     let held: std::collections::HashSet<usize> =
         held.iter().map(|row| fenced[(row.get::<_, i64>(0) - 1) as usize]).collect();
-    let mut next: HashMap<(&str, &str), i64> =
-        locked.iter().map(|row| ((row.get(0), row.get(1)), row.get(2))).collect();
+    let mut next: HashMap<(&str, &str), i64> = rows.iter().map(|row| ((row.get(0), row.get(1)), row.get(2))).collect();
 
     // The rows, in batch order; refused appends take no index.
     let at = timestamp_now();
