@@ -30,7 +30,7 @@ fn main() {
         let store = PgStore::new(database, "bench", local);
         let per_session = if quick { 2_000 } else { 20_000 };
 
-        for (sessions, batch) in [(1, 1), (8, 1), (8, 50), (16, 100)] {
+        for (sessions, batch) in [(1, 1), (8, 1), (64, 1), (8, 50), (16, 100)] {
             let ids: Vec<SessionId> = (0..sessions).map(|_| SessionId::generate()).collect();
             for id in &ids {
                 store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "bench", "p")).await.unwrap();
@@ -73,5 +73,7 @@ fn main() {
         samples.sort();
         let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p) as usize];
         println!("single append latency: p50 {:?}  p90 {:?}  p99 {:?}", pct(0.5), pct(0.9), pct(0.99));
+        let (batches, appends) = store.database().append_batches();
+        println!("group commit: {appends} appends in {batches} transactions");
     });
 }

@@ -1,9 +1,10 @@
 //! Group commit of event appends: every append of every agent and session on this replica goes
-//! through one writer task, which writes everything queued since the last batch in one
-//! transaction (like the filesystem backend's writer), so concurrent appends share one WAL
-//! flush. Each append is answered only after that commit: an acknowledged event is durable.
-//! Up to [`MAX_IN_FLIGHT`] batches overlap; each starts only once the one before holds its
-//! session locks, so two batches touching one session write it in queue order.
+//! through one of [`SHARDS`] queues (a session always through the same one), whose task writes
+//! everything queued since its last batch in one transaction (like the filesystem backend's
+//! writer), so concurrent appends share one WAL flush. Each append is answered only after that
+//! commit: an acknowledged event is durable. A queue overlaps up to [`MAX_IN_FLIGHT`] batches;
+//! each starts only once the one before holds its session locks, so two batches touching one
+//! session write it in queue order.
 //!
 //! A batch is two round trips, each a pipeline of prepared statements:
 //! 1. `BEGIN`, the lease check of the fenced appends (`FOR SHARE`, so no claim can move the
@@ -33,7 +34,10 @@ use crate::notify::Notifier;
 /// Events one batch takes at most (it always takes at least one append whole).
 const MAX_BATCH_EVENTS: usize = 16_384;
 
-/// Batches written at once: while one waits for its commit's WAL flush, the next locks its
+/// Group-commit queues per replica (sessions are spread over them by a hash of their id).
+const SHARDS: usize = 4;
+
+/// Batches one queue writes at once: while one waits for its commit's WAL flush, the next locks its
 /// sessions and encodes its events.
 const MAX_IN_FLIGHT: usize = 4;
 
@@ -66,14 +70,21 @@ pub(crate) struct WriterStats {
     pub appends: std::sync::atomic::AtomicU64,
 }
 
+/// The replica's writer: [`SHARDS`] group-commit queues, each session always on the same one
+/// (so its appends keep their order), so the database works on several batches at once.
 #[derive(Debug)]
 pub(crate) struct Writer {
-    tx: mpsc::UnboundedSender<Append>,
-    task: JoinHandle<()>,
+    shards: Vec<Shard>,
     pub stats: Arc<WriterStats>,
 }
 
-impl Drop for Writer {
+#[derive(Debug)]
+struct Shard {
+    tx: mpsc::UnboundedSender<Append>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Shard {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -81,10 +92,15 @@ impl Drop for Writer {
 
 impl Writer {
     pub fn start(pool: Pool, notifier: Arc<Notifier>) -> Writer {
-        let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(WriterStats::default());
-        let task = tokio::spawn(run(pool, notifier, rx, stats.clone()));
-        Writer { tx, task, stats }
+        let shards = (0..SHARDS)
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let task = tokio::spawn(run(pool.clone(), notifier.clone(), rx, stats.clone()));
+                Shard { tx, task }
+            })
+            .collect();
+        Writer { shards, stats }
     }
 
     /// Queues an append (`fence`: the lease token it is written under, if any); the answer
@@ -97,9 +113,14 @@ impl Writer {
         events: Vec<NewEvent>,
         fence: Option<String>,
     ) -> Result<Vec<SharedEvent>> {
+        let shard = {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one((&*agent, session.as_str()));
+            &self.shards[(hash % self.shards.len() as u64) as usize]
+        };
         let (reply, answer) = oneshot::channel();
         let closed = Error::LogClosed(session.clone());
-        self.tx.send(Append { agent, session, events, fence, reply }).map_err(|_| closed)?;
+        shard.tx.send(Append { agent, session, events, fence, reply }).map_err(|_| closed)?;
         answer.await.map_err(|_| Error::Task("the event writer stopped".into()))?
     }
 }

@@ -37,6 +37,17 @@ impl TestDb {
         &self.schema
     }
 
+    /// Runs `sql` (one or more statements, no parameters) in this schema: for tests that
+    /// change rows behind the backend's back (a stalled replica's expired lease, say).
+    pub async fn execute(&self, sql: &str) {
+        let (client, connection) =
+            tokio_postgres::connect(&self.url(), NoTls).await.expect("connect to the test server");
+        let driver = tokio::spawn(connection);
+        client.batch_execute(sql).await.expect("the test statement runs");
+        drop(client);
+        let _ = driver.await;
+    }
+
     /// A URL whose connections use this schema (`options=-c search_path=...`).
     pub fn url(&self) -> String {
         let sep = if self.base.contains('?') { '&' } else { '?' };
