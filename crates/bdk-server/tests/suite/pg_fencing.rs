@@ -117,8 +117,9 @@ async fn a_turn_on_a_replica_that_lost_its_lease_stops_without_writing() {
         .iter()
         .position(|e| e.turn_id.as_ref() == Some(&stale_turn) && matches!(e.data, EventData::TurnFailed(_)))
         .expect("b closed a's turn");
-    let late: Vec<_> = log[closed + 1..].iter().filter(|e| e.turn_id.as_ref() == Some(&stale_turn)).collect();
-    assert!(late.is_empty(), "the stalled replica wrote after the takeover: {late:?}");
+    let late: Vec<u64> =
+        log[closed + 1..].iter().filter(|e| e.turn_id.as_ref() == Some(&stale_turn)).map(|e| e.index).collect();
+    assert!(late.is_empty(), "the stalled replica wrote {} events after the takeover, at {late:?}", late.len());
     assert!(log.iter().any(|e| e.turn_id == accepted.turn_id && matches!(e.data, EventData::TurnCompleted(_))));
 
     // a now forwards the session's follow-ups to b, which runs them.
