@@ -663,9 +663,21 @@ impl Actor {
         (events, status)
     }
 
-    async fn append(&self, events: Vec<NewEvent>) -> Result<()> {
-        self.core.stores.events.append(&self.id, events).await?;
-        Ok(())
+    async fn append(&mut self, events: Vec<NewEvent>) -> Result<()> {
+        match self.core.stores.events.append(&self.id, events).await {
+            Ok(_) => Ok(()),
+            Err(bdk_store::Error::LeaseLost(id)) => {
+                // Another replica claimed the session (this one stalled past its lease): it
+                // owns the log now. Nothing was written; forget what this actor cached, so the
+                // next command claims the lease again (and is forwarded to the holder).
+                tracing::warn!(session = %self.id, "the session's lease moved to another replica; this replica stops writing to it");
+                self.lease = None;
+                self.record = None;
+                self.conversation = None;
+                Err(EngineError::Store(bdk_store::Error::LeaseLost(id)))
+            }
+            Err(error) => Err(error.into()),
+        }
     }
 }
 

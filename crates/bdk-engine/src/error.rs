@@ -78,7 +78,9 @@ impl EngineError {
             EngineError::InvalidToolInput { .. } => "invalid_tool_input",
             EngineError::InvalidContinuationToken(_) => "invalid_continuation_token",
             EngineError::WorkspaceUnavailable(_) => "workspace_unavailable",
-            EngineError::LeasedElsewhere { .. } => "session_leased_elsewhere",
+            EngineError::LeasedElsewhere { .. } | EngineError::Store(bdk_store::Error::LeaseLost(_)) => {
+                "session_leased_elsewhere"
+            }
             EngineError::Store(store) if store.is_unavailable() || store.is_write_fault() => "store_unavailable",
             EngineError::Store(_) => "internal_error",
         }

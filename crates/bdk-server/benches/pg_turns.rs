@@ -1,7 +1,9 @@
 //! PostgreSQL turn benchmark (`cargo bench -p bdk-server --bench pg_turns`, needs
 //! `BDK_TEST_DATABASE_URL`): text turns through the engine on the PostgreSQL backend with the
 //! scripted provider in-process, so what is measured is the host: latency of one text turn
-//! (request to the durable `session.waiting`, p50/p99), and turns per second with 1 and with 3
+//! (request to the durable `session.waiting`, p50/p95/p99; a new session's first turn and a
+//! follow-up) with the commits each turn made (the replica's counters: durable commits wait for
+//! the WAL flush, relaxed ones do not), and turns per second with 1 and with 3
 //! replicas (each its own pool, `LISTEN` connection and session leases) on one database, the
 //! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
 //! one running it (so every follow-up is forwarded to the lease holder).
@@ -27,15 +29,15 @@ fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-async fn replica(db: &TestDb, local: &std::path::Path) -> Engine {
+async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabase>) {
     replica_at(&db.url(), local).await
 }
 
 /// A replica on `url` (its search path names the test schema).
-async fn replica_at(url: &str, local: &std::path::Path) -> Engine {
+async fn replica_at(url: &str, local: &std::path::Path) -> (Engine, Arc<PgDatabase>) {
     let options = PgOptions { pool_size: 16, ..PgOptions::default() };
     let database = PgDatabase::connect(url, &options).await.unwrap();
-    let store = PgStore::new(database, "bench", local.join(format!("r{}", fastrand_suffix())));
+    let store = PgStore::new(database.clone(), "bench", local.join(format!("r{}", fastrand_suffix())));
     let config = AgentConfig {
         slug: "bench".into(),
         instructions: "You are a benchmark.".into(),
@@ -44,7 +46,9 @@ async fn replica_at(url: &str, local: &std::path::Path) -> Engine {
         idle_timeout: Duration::from_secs(60),
     };
     let options = EngineOptions { leases: Some(store.leases()), ..EngineOptions::default() };
-    Engine::with_options(config, store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools), options)
+    let engine =
+        Engine::with_options(config, store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools), options);
+    (engine, database)
 }
 
 fn fastrand_suffix() -> u128 {
@@ -93,28 +97,72 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Sequential follow-ups in one session on one replica.
-async fn latency(engine: &Engine, turns: usize, label: &str) {
+/// What one replica's database did while `f` ran: durable and relaxed commits, appends.
+struct Counted {
+    commits: bdk_store_pg::Commits,
+    appends: u64,
+}
+
+fn counted(database: &PgDatabase) -> Counted {
+    Counted { commits: database.commits(), appends: database.append_batches().1 }
+}
+
+fn per_turn(before: &Counted, after: &Counted, turns: usize) -> String {
+    let n = turns as f64;
+    let durable = (after.commits.durable - before.commits.durable) as f64 / n;
+    let relaxed = (after.commits.relaxed - before.commits.relaxed) as f64 / n;
+    let appends = (after.appends - before.appends) as f64 / n;
+    format!("{durable:.2} durable + {relaxed:.2} relaxed commits per turn ({appends:.2} event appends)")
+}
+
+fn summary(samples: &mut [Duration]) -> String {
+    samples.sort();
+    format!(
+        "p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms",
+        ms(percentile(samples, 0.5)),
+        ms(percentile(samples, 0.95)),
+        ms(percentile(samples, 0.99)),
+    )
+}
+
+/// New sessions one after another, then sequential follow-ups in one session, on one replica.
+async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &str) {
     let principal = Principal::new("bench");
+    let starts = (turns / 4).max(1);
+    let mut samples = Vec::with_capacity(starts);
+    let before = counted(database);
+    for i in 0..starts {
+        let t0 = Instant::now();
+        let started = engine.start_session(start(&format!("hello {i}"))).await.unwrap();
+        let mut stream = engine.follow(&started.session_id, &principal, 0).await.unwrap();
+        next_waiting(&mut stream).await;
+        samples.push(t0.elapsed());
+    }
+    let after = counted(database);
+    println!(
+        "new-session text turn on PostgreSQL ({label}; {starts} sessions, request to session.waiting): {}; {}",
+        summary(&mut samples),
+        per_turn(&before, &after, starts)
+    );
+
     let started = engine.start_session(start("hello")).await.unwrap();
     let id = started.session_id.clone();
     let mut stream = engine.follow(&id, &principal, 0).await.unwrap();
     next_waiting(&mut stream).await;
     let mut token = started.continuation_token;
     let mut samples = Vec::with_capacity(turns);
+    let before = counted(database);
     for i in 0..turns {
         let t0 = Instant::now();
         token = engine.follow_up(&id, follow_up(i, token)).await.unwrap().continuation_token;
         next_waiting(&mut stream).await;
         samples.push(t0.elapsed());
     }
-    samples.sort();
+    let after = counted(database);
     println!(
-        "text turn on PostgreSQL ({label}; {turns} sequential follow-ups, request to session.waiting): \
-         p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms",
-        ms(percentile(&samples, 0.5)),
-        ms(percentile(&samples, 0.9)),
-        ms(percentile(&samples, 0.99)),
+        "follow-up text turn on PostgreSQL ({label}; {turns} sequential follow-ups, request to session.waiting): {}; {}",
+        summary(&mut samples),
+        per_turn(&before, &after, turns)
     );
 }
 
@@ -161,13 +209,14 @@ fn main() {
         let turns = env_usize("BDK_BENCH_TURNS", 200);
         let sessions = env_usize("BDK_BENCH_SESSIONS", 32);
         // The same database without waiting for each commit's WAL flush: what durability costs.
-        let relaxed = replica_at(&format!("{}%20-c%20synchronous_commit%3Doff", db.url()), local.path()).await;
-        latency(&relaxed, turns, "synchronous_commit = off").await;
+        let (relaxed, relaxed_db) =
+            replica_at(&format!("{}%20-c%20synchronous_commit%3Doff", db.url()), local.path()).await;
+        latency(&relaxed, &relaxed_db, turns, "synchronous_commit = off").await;
         relaxed.drain(Duration::from_secs(5)).await;
-        let one = replica(&db, local.path()).await;
-        latency(&one, turns, "durable commits").await;
+        let (one, one_db) = replica(&db, local.path()).await;
+        latency(&one, &one_db, turns, "durable commits").await;
         throughput(std::slice::from_ref(&one), sessions, 10).await;
-        let three = vec![one.clone(), replica(&db, local.path()).await, replica(&db, local.path()).await];
+        let three = vec![one.clone(), replica(&db, local.path()).await.0, replica(&db, local.path()).await.0];
         throughput(&three, sessions, 10).await;
         for engine in &three {
             engine.drain(Duration::from_secs(5)).await;

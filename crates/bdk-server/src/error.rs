@@ -121,7 +121,9 @@ impl From<EngineError> for ApiError {
             EngineError::StaleToken(_) | EngineError::SessionBusy(_) | EngineError::NotFollowable(_) => {
                 StatusCode::CONFLICT
             }
-            EngineError::Draining | EngineError::LeasedElsewhere { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            EngineError::Draining
+            | EngineError::LeasedElsewhere { .. }
+            | EngineError::Store(bdk_store::Error::LeaseLost(_)) => StatusCode::SERVICE_UNAVAILABLE,
             EngineError::InvalidRequest(_) | EngineError::InvalidTimeArgs(_) => StatusCode::BAD_REQUEST,
             EngineError::ApprovalNotFound(_) => StatusCode::NOT_FOUND,
             EngineError::UnknownTool { .. } => StatusCode::NOT_FOUND,
@@ -183,6 +185,11 @@ mod tests {
             (EngineError::WorkspaceUnavailable("x".into()), 500, "workspace_unavailable"),
             (EngineError::InvalidTimeArgs("x".into()), 400, "invalid_time_args"),
             (EngineError::ApprovalNotFound(bdk_protocol::CallId::generate("x")), 404, "approval_not_found"),
+            (
+                EngineError::Store(bdk_store::Error::LeaseLost(bdk_protocol::SessionId::generate())),
+                503,
+                "session_leased_elsewhere",
+            ),
         ];
         for (err, status, code) in cases {
             let api = ApiError::from(err);

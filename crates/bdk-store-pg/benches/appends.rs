@@ -2,7 +2,8 @@
 //! batch of `B` events (what the engine does with streamed deltas), on a fresh schema of the
 //! database `BDK_TEST_DATABASE_URL` names. Also the latency of one single-event append (the
 //! floor of a text turn's host overhead: every event written is one such round trip or a share
-//! of a batch). Prints figures; never fails on a number.
+//! of a batch), and how many appends the replica's group commit put in each transaction.
+//! Prints figures; never fails on a number.
 //!
 //! `cargo bench -p bdk-store-pg --bench appends` (add `-- --quick` for a short run).
 
@@ -30,7 +31,7 @@ fn main() {
         let store = PgStore::new(database, "bench", local);
         let per_session = if quick { 2_000 } else { 20_000 };
 
-        for (sessions, batch) in [(1, 1), (8, 1), (8, 50), (16, 100)] {
+        for (sessions, batch) in [(1, 1), (8, 1), (64, 1), (8, 50), (16, 100), (32, 200)] {
             let ids: Vec<SessionId> = (0..sessions).map(|_| SessionId::generate()).collect();
             for id in &ids {
                 store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "bench", "p")).await.unwrap();
@@ -73,5 +74,7 @@ fn main() {
         samples.sort();
         let pct = |p: f64| samples[((samples.len() as f64 - 1.0) * p) as usize];
         println!("single append latency: p50 {:?}  p90 {:?}  p99 {:?}", pct(0.5), pct(0.9), pct(0.99));
+        let (batches, appends) = store.database().append_batches();
+        println!("group commit: {appends} appends in {batches} transactions");
     });
 }

@@ -10,6 +10,7 @@ use tokio_postgres::NoTls;
 use crate::error::{PgError, Result};
 use crate::migrate::{self, MigrationReport};
 use crate::notify::Notifier;
+use crate::writer::Writer;
 
 /// How to open a database. Defaults: 16 connections, 5 s to connect or to wait for a free
 /// connection, migrations applied at open.
@@ -52,7 +53,14 @@ pub const DEFAULT_SESSION_LEASE: Duration = Duration::from_secs(10);
 pub struct PgDatabase {
     pool: Pool,
     url: String,
-    pub(crate) notifier: Notifier,
+    pub(crate) notifier: Arc<Notifier>,
+    /// The group-commit writer every event append goes through.
+    pub(crate) writer: Writer,
+    /// Write transactions so far (see [`PgDatabase::commits`]).
+    counters: Counters,
+    /// The lease tokens this replica holds, by (agent, session): appends to those sessions are
+    /// fenced on them (refused once another replica claimed the lease).
+    fences: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
     migration: MigrationReport,
     pub(crate) replica: String,
     pub(crate) session_lease: Duration,
@@ -105,7 +113,8 @@ impl PgDatabase {
         let migration =
             if options.migrate { migrate::apply(&mut client).await? } else { migrate::check(&client).await? };
         drop(client);
-        let notifier = Notifier::start(config);
+        let notifier = Arc::new(Notifier::start(config));
+        let writer = Writer::start(pool.clone(), notifier.clone());
         let replica = crate::leases::replica_id();
         let session_lease = options.session_lease.max(Duration::from_millis(300));
         let heartbeat = tokio::spawn(crate::leases::heartbeat(pool.clone(), replica.clone(), session_lease));
@@ -113,6 +122,9 @@ impl PgDatabase {
             pool,
             url: shown,
             notifier,
+            writer,
+            fences: Default::default(),
+            counters: Counters::default(),
             migration,
             replica,
             session_lease,
@@ -124,6 +136,50 @@ impl PgDatabase {
     /// A pooled connection, or `Unavailable` when none comes in time.
     pub(crate) async fn client(&self) -> bdk_store::Result<Object> {
         self.pool.get().await.map_err(crate::error::pool)
+    }
+
+    /// Notes that this replica holds `session`'s lease under `token` (appends are fenced on it).
+    pub(crate) fn hold(&self, agent: &str, session: &str, token: &str) {
+        self.fences().insert((agent.to_owned(), session.to_owned()), token.to_owned());
+    }
+
+    /// Forgets the holding `token` of `session` (a newer holding is kept).
+    pub(crate) fn let_go(&self, agent: &str, session: &str, token: &str) {
+        let mut fences = self.fences();
+        let key = (agent.to_owned(), session.to_owned());
+        if fences.get(&key).is_some_and(|held| held == token) {
+            fences.remove(&key);
+        }
+    }
+
+    /// The lease token this replica holds on `session`, if it claimed one.
+    pub(crate) fn fence(&self, agent: &str, session: &str) -> Option<String> {
+        self.fences().get(&(agent.to_owned(), session.to_owned())).cloned()
+    }
+
+    fn fences(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, String), String>> {
+        self.fences.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts one write transaction (`durable`: its commit waited for the WAL flush).
+    pub(crate) fn count_commit(&self, durable: bool) {
+        let counter = if durable { &self.counters.durable } else { &self.counters.relaxed };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The write transactions of this replica's session path so far (event appends, session
+    /// records, leases, workspace saves): what a turn costs in commits, for benchmarks.
+    pub fn commits(&self) -> Commits {
+        use std::sync::atomic::Ordering::Relaxed;
+        let appends = self.writer.stats.batches.load(Relaxed);
+        Commits { durable: self.counters.durable.load(Relaxed) + appends, relaxed: self.counters.relaxed.load(Relaxed) }
+    }
+
+    /// Group commits so far: (transactions, appends they carried). An append that waited for
+    /// others to fill a batch shows as appends > transactions.
+    pub fn append_batches(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.writer.stats.batches.load(Relaxed), self.writer.stats.appends.load(Relaxed))
     }
 
     /// The URL, without its password.
@@ -146,6 +202,47 @@ impl PgDatabase {
         let status = self.pool.status();
         (status.size, status.available)
     }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    durable: std::sync::atomic::AtomicU64,
+    relaxed: std::sync::atomic::AtomicU64,
+}
+
+/// Write transactions counted by [`PgDatabase::commits`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Commits {
+    /// Commits that waited for the WAL flush (each one an fsync on the database server, shared
+    /// by everything a group commit carried).
+    pub durable: u64,
+    /// Commits with `synchronous_commit = off`: written, not waited for; made durable by the
+    /// next durable commit (the WAL is flushed in order).
+    pub relaxed: u64,
+}
+
+/// Runs one write statement in its own transaction with `synchronous_commit = off`, pipelined
+/// (`BEGIN; SET LOCAL ...`, the statement, `COMMIT`: one round trip). For writes that need not
+/// be durable on their own: derived facts recovery rebuilds, and writes the caller's next durable
+/// append makes durable (the WAL is flushed in order, so a later durable commit flushes them too).
+pub(crate) async fn execute_relaxed(
+    db: &PgDatabase,
+    client: &Object,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> bdk_store::Result<u64> {
+    let statement = client.prepare_cached(sql).await.map_err(crate::error::db)?;
+    let (begun, executed, committed) = futures_util::future::join3(
+        client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        client.execute(&statement, params),
+        client.batch_execute("COMMIT"),
+    )
+    .await;
+    begun.map_err(crate::error::db)?;
+    let rows = executed.map_err(crate::error::db)?;
+    committed.map_err(crate::error::db)?;
+    db.count_commit(false);
+    Ok(rows)
 }
 
 /// `url` with its password replaced by `***`, for messages and logs (URL and key=value forms).

@@ -1,16 +1,17 @@
-//! [`EventLog`] on PostgreSQL. An append is one transaction: lock the session row, insert the
-//! events at its next indices, and let the trigger check density, move `next_index` and notify
-//! every replica at commit. Followers read rows; signals only wake them (`notify.rs`). A
+//! [`EventLog`] on PostgreSQL. Appends go through the replica's group-commit writer
+//! (`writer.rs`): one transaction locks the session rows of everything queued, inserts the
+//! events at their next indices, and lets the trigger check density, move `next_index` and
+//! notify every replica at commit. An append to a session whose lease this replica claimed is
+//! fenced on that lease: once another replica claimed it, the append is refused (`LeaseLost`). Followers read rows; signals only wake them (`notify.rs`). A
 //! follower outlives a database outage: it keeps its position and reads again when it is back.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use bdk_protocol::event::timestamp_now;
 use bdk_protocol::{Event, SessionId};
 use bdk_store::{BoxFuture, Error, EventFollower, EventLog, EventStream, NewEvent, Result, SharedEvent};
 
-use crate::error::{corrupt, db, encode};
+use crate::error::{corrupt, db};
 use crate::notify::{POLL, Signal};
 use crate::store::PgStore;
 
@@ -57,43 +58,8 @@ impl EventLog for PgStore {
                 }
                 return Ok(Vec::new());
             }
-            let mut client = self.db.client().await?;
-            let tx = client.transaction().await.map_err(db)?;
-            let row = tx
-                .query_opt(
-                    "SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2 FOR UPDATE",
-                    &[&&*self.agent, &session.as_str()],
-                )
-                .await
-                .map_err(db)?;
-            let Some(row) = row else {
-                return Err(Error::SessionNotFound(session.clone()));
-            };
-            let first: i64 = row.get(0);
-            let at = timestamp_now();
-            let mut out = Vec::with_capacity(events.len());
-            let mut bodies = Vec::with_capacity(events.len());
-            for (offset, event) in events.into_iter().enumerate() {
-                let event = Event {
-                    index: first as u64 + offset as u64,
-                    session_id: session.clone(),
-                    turn_id: event.turn_id,
-                    at,
-                    data: event.data,
-                };
-                bodies.push(serde_json::to_string(&event).map_err(encode)?);
-                out.push(Arc::new(event));
-            }
-            tx.execute(
-                "INSERT INTO bdk_events (agent, session_id, idx, body) \
-                 SELECT $1, $2, $3 + u.o - 1, u.b FROM unnest($4::text[]) WITH ORDINALITY AS u(b, o)",
-                &[&&*self.agent, &session.as_str(), &first, &bodies],
-            )
-            .await
-            .map_err(db)?;
-            tx.commit().await.map_err(db)?;
-            self.db.notifier.bump(&self.agent, session.as_str());
-            Ok(out)
+            let fence = self.db.fence(&self.agent, session.as_str());
+            self.db.writer.append(self.agent.clone(), session.clone(), events, fence).await
         })
     }
 

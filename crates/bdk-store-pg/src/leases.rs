@@ -98,18 +98,21 @@ impl SessionLeases for PgStore {
             let client = self.db.client().await?;
             // Two rounds: a lease released between the upsert and the read is claimed again.
             for _ in 0..2 {
-                let claimed = client
-                    .execute(
-                        "INSERT INTO bdk_session_leases AS l (agent, session_id, replica, token, expires_at) \
-                         VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 millisecond') \
-                         ON CONFLICT (agent, session_id) DO UPDATE \
-                         SET replica = EXCLUDED.replica, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at \
-                         WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()",
-                        &[&&*self.agent, &session.as_str(), &self.db.replica, &token, &self.lease_millis()],
-                    )
-                    .await
-                    .map_err(db)?;
+                // Not waited for: appends are fenced on the token, so a claim a database crash
+                // loses can only cost this replica its writes, never let two replicas write.
+                let claimed = crate::db::execute_relaxed(
+                    &self.db,
+                    &client,
+                    "INSERT INTO bdk_session_leases AS l (agent, session_id, replica, token, expires_at) \
+                     VALUES ($1, $2, $3, $4, now() + $5::float8 * interval '1 millisecond') \
+                     ON CONFLICT (agent, session_id) DO UPDATE \
+                     SET replica = EXCLUDED.replica, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at \
+                     WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()",
+                    &[&&*self.agent, &session.as_str(), &self.db.replica, &token, &self.lease_millis()],
+                )
+                .await?;
                 if claimed == 1 {
+                    self.db.hold(&self.agent, session.as_str(), &token);
                     return Ok(Claim::Held { token });
                 }
                 let holder = client
@@ -129,14 +132,16 @@ impl SessionLeases for PgStore {
 
     fn release<'a>(&'a self, session: &'a SessionId, token: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            self.db.let_go(&self.agent, session.as_str(), token);
             let client = self.db.client().await?;
-            client
-                .execute(
-                    "DELETE FROM bdk_session_leases WHERE agent = $1 AND session_id = $2 AND token = $3",
-                    &[&&*self.agent, &session.as_str(), &token],
-                )
-                .await
-                .map_err(db)?;
+            // Not waited for: a release a crash loses expires by itself.
+            crate::db::execute_relaxed(
+                &self.db,
+                &client,
+                "DELETE FROM bdk_session_leases WHERE agent = $1 AND session_id = $2 AND token = $3",
+                &[&&*self.agent, &session.as_str(), &token],
+            )
+            .await?;
             Ok(())
         })
     }

@@ -23,9 +23,10 @@ mod slots;
 mod store;
 mod timed;
 mod workspaces;
+mod writer;
 
 pub use data::MAX_FILE_BYTES;
-pub use db::{DEFAULT_SESSION_LEASE, PgDatabase, PgOptions, redact_url};
+pub use db::{Commits, DEFAULT_SESSION_LEASE, PgDatabase, PgOptions, redact_url};
 pub use error::PgError;
 pub use import::ImportReport;
 pub use migrate::{MigrationReport, SCHEMA_VERSION};

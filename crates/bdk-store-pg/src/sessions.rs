@@ -5,6 +5,7 @@
 use bdk_protocol::SessionId;
 use bdk_store::{BoxFuture, Error, Result, SessionRecord, SessionStore};
 
+use crate::db::execute_relaxed;
 use crate::error::{corrupt, db, encode};
 use crate::store::PgStore;
 
@@ -17,13 +18,16 @@ impl SessionStore for PgStore {
         Box::pin(async move {
             let body = serde_json::to_string(&record).map_err(encode)?;
             let client = self.db.client().await?;
-            let inserted = client
-                .execute(
-                    "INSERT INTO bdk_sessions (agent, id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                    &[&&*self.agent, &record.id.as_str(), &body],
-                )
-                .await
-                .map_err(db)?;
+            // Not waited for: every creator appends the session's first events next, and that
+            // durable commit flushes this one too (the WAL is flushed in order). A crash before
+            // it loses a session nobody was told about.
+            let inserted = execute_relaxed(
+                &self.db,
+                &client,
+                "INSERT INTO bdk_sessions (agent, id, record) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                &[&&*self.agent, &record.id.as_str(), &body],
+            )
+            .await?;
             if inserted == 0 {
                 return Err(Error::SessionExists(record.id));
             }
@@ -56,6 +60,27 @@ impl SessionStore for PgStore {
                 )
                 .await
                 .map_err(db)?;
+            self.db.count_commit(true);
+            if updated == 0 {
+                return Err(Error::SessionNotFound(record.id));
+            }
+            Ok(())
+        })
+    }
+
+    /// The status a listing shows: written without waiting for the WAL flush (recovery
+    /// re-derives it from the log, and the next durable commit flushes it anyway).
+    fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            let body = serde_json::to_string(&record).map_err(encode)?;
+            let client = self.db.client().await?;
+            let updated = execute_relaxed(
+                &self.db,
+                &client,
+                "UPDATE bdk_sessions SET record = $3 WHERE agent = $1 AND id = $2",
+                &[&&*self.agent, &record.id.as_str(), &body],
+            )
+            .await?;
             if updated == 0 {
                 return Err(Error::SessionNotFound(record.id));
             }
@@ -115,6 +140,7 @@ impl SessionStore for PgStore {
             tx.execute("DELETE FROM bdk_kv WHERE agent = $1 AND scope = $2", &params).await.map_err(db)?;
             tx.execute("DELETE FROM bdk_files WHERE agent = $1 AND scope = $2", &params).await.map_err(db)?;
             tx.commit().await.map_err(db)?;
+            self.db.count_commit(true);
             self.db.notifier.bump(&self.agent, id.as_str());
             self.remove_local_session(id).await;
             Ok(deleted > 0)

@@ -54,7 +54,8 @@ impl PgStore {
         }))
     }
 
-    /// Saves the folder `dir` as the session's workspace; the new version and bytes saved.
+    /// Saves the folder `dir` as the session's workspace; the new version and bytes saved
+    /// (`None`: over the limit, it stays local; or empty, as the saved one is, so not saved).
     pub(crate) async fn save_workspace_from(&self, id: &SessionId, dir: &Path) -> Result<Option<(i64, u64)>> {
         let dir = dir.to_path_buf();
         let files =
@@ -66,6 +67,20 @@ impl PgStore {
             return Ok(None);
         }
         let mut client = self.db.client().await?;
+        if files.is_empty() {
+            // An empty workspace over an empty saved one (a text turn's): nothing to save, and
+            // no commit to wait for.
+            let saved = client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2)",
+                    &[&&*self.agent, &id.as_str()],
+                )
+                .await
+                .map_err(db)?;
+            if !saved.get::<_, bool>(0) {
+                return Ok(None);
+            }
+        }
         let tx = client.transaction().await.map_err(db)?;
         let row = tx
             .query_opt(
@@ -92,6 +107,7 @@ impl PgStore {
             .map_err(db)?;
         }
         tx.commit().await.map_err(db)?;
+        self.db.count_commit(true);
         Ok(Some((version, total)))
     }
 

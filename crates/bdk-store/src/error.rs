@@ -65,6 +65,14 @@ pub enum Error {
     /// A value larger than the backend keeps (a `host.files` file over its documented limit).
     #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
     TooLarge { what: &'static str, size: u64, limit: u64 },
+
+    /// The append was refused because this replica no longer holds the session's lease: it
+    /// expired and another replica claimed it (a stalled process resuming, say). Nothing was
+    /// written; the new holder owns the session's log.
+    #[error(
+        "this replica no longer holds the lease of session {0}: another replica runs it now, the write was refused"
+    )]
+    LeaseLost(SessionId),
 }
 
 impl Error {
@@ -93,6 +101,7 @@ impl Error {
             Error::Unavailable(message) => Error::Unavailable(message.clone()),
             Error::Backend(message) => Error::Backend(message.clone()),
             Error::TooLarge { what, size, limit } => Error::TooLarge { what, size: *size, limit: *limit },
+            Error::LeaseLost(id) => Error::LeaseLost(id.clone()),
             other => Error::Task(other.to_string()),
         }
     }

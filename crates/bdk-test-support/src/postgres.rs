@@ -37,6 +37,21 @@ impl TestDb {
         &self.schema
     }
 
+    /// Runs `sql` (one or more statements, no parameters) in this schema: for tests that
+    /// change rows behind the backend's back (a stalled replica's expired lease, say).
+    pub async fn execute(&self, sql: &str) {
+        let (client, connection) = match tokio_postgres::connect(&self.url(), NoTls).await {
+            Ok(pair) => pair,
+            Err(error) => panic!("cannot connect to the test server: {error}"),
+        };
+        let driver = tokio::spawn(connection);
+        if let Err(error) = client.batch_execute(sql).await {
+            panic!("the test statement failed: {error}");
+        }
+        drop(client);
+        let _ = driver.await;
+    }
+
     /// A URL whose connections use this schema (`options=-c search_path=...`).
     pub fn url(&self) -> String {
         let sep = if self.base.contains('?') { '&' } else { '?' };

@@ -1,5 +1,6 @@
 mod artifacts;
 mod conformance;
 mod database;
+mod fencing;
 mod leases;
 mod support;

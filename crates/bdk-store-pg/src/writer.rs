@@ -1,0 +1,296 @@
+//! Group commit of event appends: every append of every agent and session on this replica goes
+//! through one of [`SHARDS`] queues (a session always through the same one), whose task writes
+//! everything queued since its last batch in one transaction (like the filesystem backend's
+//! writer), so concurrent appends share one WAL flush. Each append is answered only after that
+//! commit: an acknowledged event is durable. A queue overlaps up to [`MAX_IN_FLIGHT`] batches;
+//! each starts only once the one before holds its session locks, so two batches touching one
+//! session write it in queue order.
+//!
+//! A batch is two round trips, each a pipeline of prepared statements:
+//! 1. `BEGIN`, the lease check of the fenced appends (`FOR SHARE`, so no claim can move the
+//!    lease before the commit), and the session rows locked `FOR UPDATE` in key order (replicas
+//!    writing to the same sessions lock them in the same order), which gives each session's
+//!    next index;
+//! 2. one `INSERT ... SELECT unnest(...)` of every event of the batch, and `COMMIT`.
+//!
+//! The insert trigger checks density and sends one `NOTIFY` per session per batch, carrying the
+//! session's next index. An append of a session that is gone, or whose lease this replica lost,
+//! is refused alone; the rest of the batch is written.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bdk_protocol::event::timestamp_now;
+use bdk_protocol::{Event, SessionId};
+use bdk_store::{Error, NewEvent, Result, SharedEvent};
+use deadpool_postgres::Pool;
+use futures_util::future::{join, join3};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::error::db;
+use crate::notify::Notifier;
+
+/// Events one batch takes at most (it always takes at least one append whole).
+const MAX_BATCH_EVENTS: usize = 16_384;
+
+/// Group-commit queues per replica (sessions are spread over them by a hash of their id).
+const SHARDS: usize = 4;
+
+/// Batches one queue writes at once: while one waits for its commit's WAL flush, the next locks its
+/// sessions and encodes its events.
+const MAX_IN_FLIGHT: usize = 4;
+
+const LEASES: &str = "SELECT k.o FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(a, s, t, o) \
+     JOIN bdk_session_leases l ON l.agent = k.a AND l.session_id = k.s AND l.token = k.t \
+     ORDER BY l.agent, l.session_id FOR SHARE OF l";
+
+const SESSIONS: &str = "SELECT agent, id, next_index FROM bdk_sessions \
+     WHERE (agent, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
+     ORDER BY agent, id FOR UPDATE";
+
+const INSERT: &str = "INSERT INTO bdk_events (agent, session_id, idx, body) \
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])";
+
+/// One append waiting for its batch.
+struct Append {
+    agent: Arc<str>,
+    session: SessionId,
+    events: Vec<NewEvent>,
+    /// The lease token this replica holds on the session, when it holds one: the append is
+    /// written only while that holding is current.
+    fence: Option<String>,
+    reply: oneshot::Sender<Result<Vec<SharedEvent>>>,
+}
+
+/// Counters of what the writer did (for benchmarks and tests).
+#[derive(Debug, Default)]
+pub(crate) struct WriterStats {
+    pub batches: std::sync::atomic::AtomicU64,
+    pub appends: std::sync::atomic::AtomicU64,
+}
+
+/// The replica's writer: [`SHARDS`] group-commit queues, each session always on the same one
+/// (so its appends keep their order), so the database works on several batches at once.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    shards: Vec<Shard>,
+    pub stats: Arc<WriterStats>,
+}
+
+#[derive(Debug)]
+struct Shard {
+    tx: mpsc::UnboundedSender<Append>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Writer {
+    pub fn start(pool: Pool, notifier: Arc<Notifier>) -> Writer {
+        let stats = Arc::new(WriterStats::default());
+        let shards = (0..SHARDS)
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let task = tokio::spawn(run(pool.clone(), notifier.clone(), rx, stats.clone()));
+                Shard { tx, task }
+            })
+            .collect();
+        Writer { shards, stats }
+    }
+
+    /// Queues an append (`fence`: the lease token it is written under, if any); the answer
+    /// comes once its batch committed (or failed). Queued, it is written even if the caller
+    /// stops waiting.
+    pub async fn append(
+        &self,
+        agent: Arc<str>,
+        session: SessionId,
+        events: Vec<NewEvent>,
+        fence: Option<String>,
+    ) -> Result<Vec<SharedEvent>> {
+        let shard = {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one((&*agent, session.as_str()));
+            &self.shards[(hash % self.shards.len() as u64) as usize]
+        };
+        let (reply, answer) = oneshot::channel();
+        let closed = Error::LogClosed(session.clone());
+        shard.tx.send(Append { agent, session, events, fence, reply }).map_err(|_| closed)?;
+        answer.await.map_err(|_| Error::Task("the event writer stopped".into()))?
+    }
+}
+
+async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceiver<Append>, stats: Arc<WriterStats>) {
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+        let mut size = first.events.len();
+        let mut batch = vec![first];
+        while size < MAX_BATCH_EVENTS {
+            match rx.try_recv() {
+                Ok(next) => {
+                    size += next.events.len();
+                    batch.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        stats.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        stats.appends.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        // The next batch starts once this one holds its session locks: a session in both waits
+        // for this commit and continues after it, so appends keep their queue order.
+        let (locked, is_locked) = oneshot::channel();
+        let (pool, notifier) = (pool.clone(), notifier.clone());
+        tokio::spawn(async move {
+            write(&pool, &notifier, batch, locked).await;
+            drop(permit);
+        });
+        let _ = is_locked.await;
+    }
+}
+
+/// What became of one append of a batch before the commit.
+enum Planned {
+    Refused(Error),
+    Written(Vec<SharedEvent>),
+}
+
+async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: oneshot::Sender<()>) {
+    let result = write_batch(pool, &batch, locked).await;
+    match result {
+        Ok(planned) => {
+            let mut written = Vec::new();
+            for (append, planned) in batch.into_iter().zip(planned) {
+                match planned {
+                    Planned::Written(events) => {
+                        written.push((append.agent.clone(), append.session.clone()));
+                        let _ = append.reply.send(Ok(events));
+                    }
+                    Planned::Refused(error) => {
+                        let _ = append.reply.send(Err(error));
+                    }
+                }
+            }
+            written.dedup();
+            for (agent, session) in written {
+                notifier.bump(&agent, session.as_str());
+            }
+        }
+        Err(error) => {
+            let (unavailable, message) = (error.is_unavailable(), error.to_string());
+            for append in batch {
+                let copy =
+                    if unavailable { Error::Unavailable(message.clone()) } else { Error::Backend(message.clone()) };
+                let _ = append.reply.send(Err(copy));
+            }
+        }
+    }
+}
+
+/// Writes one batch in one transaction. `Err` means nothing of it was written.
+/// `on_locked` is told once the batch's sessions are locked (or the batch failed before).
+async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<()>) -> Result<Vec<Planned>> {
+    let client = pool.get().await.map_err(crate::error::pool)?;
+    let leases = client.prepare_cached(LEASES).await.map_err(db)?;
+    let sessions = client.prepare_cached(SESSIONS).await.map_err(db)?;
+    let insert = client.prepare_cached(INSERT).await.map_err(db)?;
+
+    // The sessions of the batch, each once, and the fenced appends' lease tokens.
+    let mut keys: Vec<(&str, &str)> = batch.iter().map(|a| (&*a.agent, a.session.as_str())).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let (key_agents, key_ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let fenced: Vec<usize> = (0..batch.len()).filter(|&i| batch[i].fence.is_some()).collect();
+    let fence_agents: Vec<&str> = fenced.iter().map(|&i| &*batch[i].agent).collect();
+    let fence_ids: Vec<&str> = fenced.iter().map(|&i| batch[i].session.as_str()).collect();
+    let fence_tokens: Vec<&str> = fenced.iter().filter_map(|&i| batch[i].fence.as_deref()).collect();
+
+    // Round trip 1: begin, check the leases, lock the sessions.
+    // (`join3` polls in order, so the statements go out in this order on the connection.)
+    let (begun, held, locked) = join3(
+        client.batch_execute("BEGIN"),
+        client.query(&leases, &[&fence_agents, &fence_ids, &fence_tokens]),
+        client.query(&sessions, &[&key_agents, &key_ids]),
+    )
+    .await;
+    let checked = begun.map_err(db).and_then(|()| Ok((held.map_err(db)?, locked.map_err(db)?)));
+    let (held, rows) = match checked {
+        Ok(rows) => rows,
+        Err(error) => {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(error);
+        }
+    };
+    let _ = on_locked.send(());
+    let held: std::collections::HashSet<usize> =
+        held.iter().map(|row| fenced[(row.get::<_, i64>(0) - 1) as usize]).collect();
+    let mut next: HashMap<(&str, &str), i64> = rows.iter().map(|row| ((row.get(0), row.get(1)), row.get(2))).collect();
+
+    // The rows, in batch order; refused appends take no index.
+    let at = timestamp_now();
+    let mut planned = Vec::with_capacity(batch.len());
+    let (mut agents, mut ids, mut indices, mut bodies) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, append) in batch.iter().enumerate() {
+        let key = (&*append.agent, append.session.as_str());
+        let Some(first) = next.get(&key).copied() else {
+            planned.push(Planned::Refused(Error::SessionNotFound(append.session.clone())));
+            continue;
+        };
+        if append.fence.is_some() && !held.contains(&i) {
+            planned.push(Planned::Refused(Error::LeaseLost(append.session.clone())));
+            continue;
+        }
+        let mut events = Vec::with_capacity(append.events.len());
+        let mut encoded = Vec::with_capacity(append.events.len());
+        let mut failed = None;
+        for (offset, event) in append.events.iter().enumerate() {
+            let event = Event {
+                index: (first + offset as i64) as u64,
+                session_id: append.session.clone(),
+                turn_id: event.turn_id.clone(),
+                at,
+                data: event.data.clone(),
+            };
+            match serde_json::to_string(&event) {
+                Ok(body) => encoded.push(body),
+                Err(error) => {
+                    failed = Some(Error::Encode(error));
+                    break;
+                }
+            }
+            events.push(Arc::new(event));
+        }
+        if let Some(error) = failed {
+            planned.push(Planned::Refused(error));
+            continue;
+        }
+        next.insert(key, first + events.len() as i64);
+        for (offset, body) in encoded.into_iter().enumerate() {
+            agents.push(key.0);
+            ids.push(key.1);
+            indices.push(first + offset as i64);
+            bodies.push(body);
+        }
+        planned.push(Planned::Written(events));
+    }
+
+    // Round trip 2: insert everything, commit. A failed insert makes the commit a rollback.
+    let (inserted, committed) = join(
+        async {
+            if bodies.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&insert, &[&agents, &ids, &indices, &bodies]).await
+        },
+        client.batch_execute("COMMIT"),
+    )
+    .await;
+    inserted.map_err(db)?;
+    committed.map_err(db)?;
+    Ok(planned)
+}
