@@ -26,6 +26,7 @@ mod schedules;
 mod skills;
 mod subagents;
 mod support;
+mod timed_recover;
 mod tokens;
 mod tool_project;
 mod turns;
