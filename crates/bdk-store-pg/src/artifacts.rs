@@ -1,10 +1,11 @@
 //! [`ArtifactStore`] on PostgreSQL: one `bdk_artifacts` row per artifact (the record as JSON
-//! text, the content in `bytea`, up to [`MAX_CONTENT_BYTES`]). A tag is one transaction under an
-//! advisory lock per agent, so two tags of one key make one record and the retention cap holds
-//! after every tag on every replica; record and content are written together.
+//! text, the content in `bytea`, up to [`bdk_store::artifacts::MAX_CONTENT_BYTES`]). A tag is one
+//! transaction under an advisory lock per agent, so two tags of one key make one record and the
+//! retention cap holds after every tag on every replica; record and content are written
+//! together. What a tag makes of the record is the trait's ([`ArtifactTag::apply`]).
 
-use bdk_store::artifacts::{MAX_CONTENT_BYTES, is_artifact_id, new_artifact_id};
-use bdk_store::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, BoxFuture, Error, Result, Tagged};
+use bdk_store::artifacts::is_artifact_id;
+use bdk_store::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, BoxFuture, Result, Tagged};
 use chrono::Utc;
 
 use crate::error::{corrupt, db, encode};
@@ -17,15 +18,7 @@ fn parse(text: &str) -> Result<ArtifactRecord> {
 impl ArtifactStore for PgStore {
     fn tag(&self, tag: ArtifactTag, max: Option<usize>) -> BoxFuture<'_, Result<Tagged>> {
         Box::pin(async move {
-            if let Some((_, bytes)) = &tag.content
-                && bytes.len() > MAX_CONTENT_BYTES
-            {
-                return Err(Error::TooLarge {
-                    what: "artifact content",
-                    size: bytes.len() as u64,
-                    limit: MAX_CONTENT_BYTES as u64,
-                });
-            }
+            tag.check_size()?;
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db)?;
             tx.execute("SELECT pg_advisory_xact_lock(hashtext('bdk_artifacts:' || $1))", &[&&*self.agent])
@@ -38,38 +31,8 @@ impl ArtifactStore for PgStore {
                 )
                 .await
                 .map_err(db)?;
-            let now = Utc::now();
-            let (mut record, created) = match existing {
-                Some(row) => (parse(row.get(0))?, false),
-                None => (
-                    ArtifactRecord {
-                        id: new_artifact_id(),
-                        kind: tag.kind.clone(),
-                        key: tag.key.clone(),
-                        title: None,
-                        data: None,
-                        principal: tag.principal.clone(),
-                        session_id: None,
-                        source: String::new(),
-                        content: None,
-                        created_at: now,
-                        updated_at: now,
-                    },
-                    true,
-                ),
-            };
-            record.title = tag.title.or(record.title);
-            record.data = tag.data.or(record.data);
-            record.session_id = tag.session_id.or(record.session_id);
-            record.source = tag.source;
-            record.updated_at = now.max(record.updated_at);
-            let content = match tag.content {
-                Some((info, bytes)) => {
-                    record.content = Some(info);
-                    Some(bytes)
-                }
-                None => None,
-            };
+            let existing = existing.map(|row| parse(row.get(0))).transpose()?;
+            let (record, created, content) = tag.apply(existing, Utc::now());
             let text = serde_json::to_string(&record).map_err(encode)?;
             let session = record.session_id.as_ref().map(|s| s.as_str().to_owned());
             tx.execute(

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::BoxFuture;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Most bytes of content one artifact may carry.
 pub const MAX_CONTENT_BYTES: usize = 16 * 1024 * 1024;
@@ -68,6 +68,56 @@ pub struct ArtifactTag {
     pub source: String,
     /// New content (replaces the old); `None` keeps what the record had.
     pub content: Option<(ContentInfo, Vec<u8>)>,
+}
+
+impl ArtifactTag {
+    /// Refuses content over [`MAX_CONTENT_BYTES`] (every backend, before it writes anything).
+    pub fn check_size(&self) -> Result<()> {
+        match &self.content {
+            Some((_, bytes)) if bytes.len() > MAX_CONTENT_BYTES => Err(Error::TooLarge {
+                what: "artifact content",
+                size: bytes.len() as u64,
+                limit: MAX_CONTENT_BYTES as u64,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The upsert every backend makes: the record of this tag's key as it must be stored at
+    /// `now`, given the record the key has (`existing`; `None` makes a new one with a fresh
+    /// id). Given fields replace the old ones, absent ones keep them; `updated_at` never goes
+    /// back. Returns the record, whether it is new, and the new content bytes to write (`None`:
+    /// the old content stays).
+    pub fn apply(
+        self,
+        existing: Option<ArtifactRecord>,
+        now: DateTime<Utc>,
+    ) -> (ArtifactRecord, bool, Option<Vec<u8>>) {
+        let created = existing.is_none();
+        let mut record = existing.unwrap_or_else(|| ArtifactRecord {
+            id: new_artifact_id(),
+            kind: self.kind.clone(),
+            key: self.key.clone(),
+            title: None,
+            data: None,
+            principal: self.principal.clone(),
+            session_id: None,
+            source: String::new(),
+            content: None,
+            created_at: now,
+            updated_at: now,
+        });
+        record.title = self.title.or(record.title);
+        record.data = self.data.or(record.data);
+        record.session_id = self.session_id.or(record.session_id);
+        record.source = self.source;
+        record.updated_at = now.max(record.updated_at);
+        let bytes = self.content.map(|(info, bytes)| {
+            record.content = Some(info);
+            bytes
+        });
+        (record, created, bytes)
+    }
 }
 
 /// Which artifacts a listing returns. Newest-updated first.

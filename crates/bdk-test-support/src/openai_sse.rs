@@ -65,6 +65,12 @@ pub fn done() -> Part {
     Part::Bytes(b"data: [DONE]\n\n".to_vec())
 }
 
+/// A whole text answer as real servers stream it: the role, `text` in one delta, the finish,
+/// the usage chunk (`prompt` and `completion` tokens) and `[DONE]`.
+pub fn text_reply(text: &str, prompt: u64, completion: u64) -> Vec<Part> {
+    vec![role(), self::text(text), finish("stop"), usage(prompt, completion, 0, 0), done()]
+}
+
 /// A long text reply for benchmarks: `tokens` content chunks of one short word each (`"t<n> "`,
 /// three bytes), then the finish, the usage chunk and `[DONE]`, with `per_chunk` SSE events
 /// sent per HTTP chunk (roughly what a fast server's writes coalesce to).

@@ -201,7 +201,12 @@ pub fn end_tagged(tags: &[String]) -> usize {
     let deadline = std::time::Instant::now() + KILL_GRACE;
     loop {
         let found = tagged(&wanted, me);
-        if found.is_empty() || std::time::Instant::now() >= deadline {
+        if found.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Not gone yet (a process stuck in the kernel): say so rather than claim an end.
+            tracing::warn!(pids = ?found, "tool processes still present {KILL_GRACE:?} after SIGKILL");
             break;
         }
         for pid in found {

@@ -44,7 +44,7 @@ fn project(root: &Path, url: &str) -> PathBuf {
 }
 
 fn text(body: &str) -> Reply {
-    Reply::sse(vec![oa::role(), oa::text(body), oa::finish("stop"), oa::usage(10, 5, 0, 0), oa::done()])
+    Reply::sse(oa::text_reply(body, 10, 5))
 }
 
 /// `bdk` with no model settings from the environment.

@@ -12,43 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::serve::{Server, client, slow_step, within, write_project};
-
-async fn post(url: String, body: Value) -> (u16, Value) {
-    let response = within("a POST", client().post(url).json(&body).send()).await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
-
-async fn events(url: String) -> Vec<Value> {
-    let text = within("events", async { client().get(url).send().await.unwrap().text().await.unwrap() }).await;
-    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-/// Reads the live stream at `url` until an event of type `until`; returns what it read.
-async fn stream_until(url: String, until: &str) -> Vec<Value> {
-    within("the stream", async {
-        let mut response = client().get(url).send().await.unwrap();
-        assert_eq!(response.status(), 200);
-        let (mut buffer, mut seen) = (Vec::new(), Vec::new());
-        loop {
-            while let Some(pos) = buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buffer.drain(..=pos).collect();
-                let event: Value = serde_json::from_slice(&line).unwrap();
-                let done = event["type"] == until;
-                seen.push(event);
-                if done {
-                    return seen;
-                }
-            }
-            match response.chunk().await.unwrap() {
-                Some(chunk) => buffer.extend_from_slice(&chunk),
-                None => panic!("the stream ended before {until}: {seen:?}"),
-            }
-        }
-    })
-    .await
-}
+use super::serve::{Server, client, events, post, slow_step, stream_until, within, write_project};
 
 /// Three `bdk serve` replicas of `project` on the database at `url`, each with its own state root.
 fn three_replicas(root: &Path, project: &Path, url: &str) -> Vec<Server> {
@@ -181,11 +145,11 @@ async fn stop_and_preempt_on_one_replica_reach_the_turn_running_on_another() {
     // A ten-second turn on a; stopped through c once b sees it stream.
     let (id, token) = create(&bases[0], "talk slowly").await;
     stream_until(format!("{}/v1/session/{id}/stream", bases[1]), "message.appended").await;
-    let asked = Instant::now();
     let (status, stopped) = post(format!("{}/v1/session/{id}/stop", bases[2]), json!({})).await;
     assert_eq!(status, 200, "{stopped}");
+    // The stop reached the turn: it ended cancelled, never completed (a stop that got lost
+    // would leave the turn running to its end).
     let seen = stream_until(format!("{}/v1/session/{id}/stream", bases[1]), "session.waiting").await;
-    assert!(asked.elapsed() < Duration::from_secs(5), "the stop took {:?}", asked.elapsed());
     let failed = seen.iter().find(|e| e["type"] == "turn.failed").expect("the turn failed");
     assert_eq!(failed["data"]["status"], json!("cancelled"), "{failed}");
     assert!(seen.iter().all(|e| e["type"] != "turn.completed"), "{seen:#?}");

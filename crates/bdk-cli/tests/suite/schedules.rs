@@ -32,7 +32,7 @@ fn write_project(root: &Path, url: &str) -> PathBuf {
 }
 
 fn answer(model: &FakeServer, text: &str) {
-    model.push(Reply::sse(vec![oa::role(), oa::text(text), oa::finish("stop"), oa::usage(10, 5, 0, 0), oa::done()]));
+    model.push(Reply::sse(oa::text_reply(text, 10, 5)));
 }
 
 async fn post(url: String, marker: bool) -> (u16, Value) {

@@ -159,6 +159,25 @@ impl Stream {
         })
         .await
     }
+
+    /// Reads events up to and including the first of type `kind`; returns what it read.
+    pub(super) async fn until(&mut self, kind: &str) -> Vec<Value> {
+        let mut seen = Vec::new();
+        loop {
+            let Some(event) = self.next().await else { panic!("the stream ended before {kind}: {seen:#?}") };
+            let done = event["type"] == kind;
+            seen.push(event);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Opens the live stream at `url` and reads it up to and including the first event of type
+/// `kind`.
+pub(super) async fn stream_until(url: String, kind: &str) -> Vec<Value> {
+    Stream::open(url).await.until(kind).await
 }
 
 pub(super) async fn post(url: String, body: Value) -> (u16, Value) {
@@ -167,7 +186,8 @@ pub(super) async fn post(url: String, body: Value) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn events(url: String) -> Vec<Value> {
+/// The NDJSON events at `url` (a `/events` read).
+pub(super) async fn events(url: String) -> Vec<Value> {
     let text = within("events", async { client().get(url).send().await.unwrap().text().await.unwrap() }).await;
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }

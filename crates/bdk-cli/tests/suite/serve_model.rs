@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use bdk_test_support::{FakeServer, Reply, openai_sse as oa};
 use serde_json::{Value, json};
 
-use super::serve::{Server, client, within};
+use super::serve::{Server, client, stream_until, within};
 
 /// A project `slug` with `[model]` written as given and an `add` command tool.
 fn write_project(root: &Path, slug: &str, model: &str) -> PathBuf {
@@ -59,30 +59,7 @@ async fn start_session(origin: &str, message: &str) -> String {
 
 /// Reads the session's NDJSON stream up to and including the first `session.waiting`.
 async fn until_waiting(origin: &str, session: &str) -> Vec<Value> {
-    let url = format!("{origin}/v1/session/{session}/stream?startIndex=0");
-    let mut response = within("the stream", client().get(url).send()).await.unwrap();
-    assert_eq!(response.status(), 200);
-    let mut buffer = Vec::new();
-    let mut events = Vec::new();
-    within("session.waiting on the stream", async {
-        loop {
-            while let Some(pos) = buffer.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buffer.drain(..=pos).collect();
-                let event: Value = serde_json::from_slice(&line).unwrap();
-                let waiting = event["type"] == "session.waiting";
-                events.push(event);
-                if waiting {
-                    return;
-                }
-            }
-            match response.chunk().await.unwrap() {
-                Some(chunk) => buffer.extend_from_slice(&chunk),
-                None => panic!("the stream ended before session.waiting: {events:#?}"),
-            }
-        }
-    })
-    .await;
-    events
+    stream_until(format!("{origin}/v1/session/{session}/stream?startIndex=0"), "session.waiting").await
 }
 
 /// Event types with each run of `message.appended` shown once.

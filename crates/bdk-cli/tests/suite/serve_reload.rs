@@ -39,7 +39,7 @@ fn write_tool(dir: &Path, description: &str, effect: &str) {
 }
 
 fn answer(text: &str) -> Reply {
-    Reply::sse(vec![oa::role(), oa::text(text), oa::finish("stop"), oa::usage(10, 2, 0, 0), oa::done()])
+    Reply::sse(oa::text_reply(text, 10, 2))
 }
 
 async fn get(url: String) -> Value {

@@ -352,8 +352,11 @@ impl Reminders {
     }
 
     /// Closes firings a previous process claimed and did not finish (they are not re-run: a
-    /// wake may already have reached the conversation). Returns how many.
+    /// wake may already have reached the conversation). Returns how many. Runs under the firing
+    /// lock: a firing of this process (a dispatch racing start-up) holds it from claim to
+    /// outcome, so an open row read here is always a previous process's.
     pub async fn recover(&self) -> Result<usize, TimedError> {
+        let _guard = self.inner.lock.lock().await;
         let open = self.inner.store.open_firings().await?;
         let mut closed = 0;
         for mut row in open.into_iter().filter(|r| r.kind == TimedKind::Reminder) {

@@ -49,8 +49,17 @@ pub(super) async fn fire(
         finished_at: None,
         error: None,
     };
-    if !inner.store.claim_firing(record.clone()).await? {
-        return Ok(None);
+    // Held before the row exists, so a `recover` reading open rows never takes it for a claim
+    // a previous process left behind.
+    // (Already held: a concurrent claim of the same due time here; the store refuses this one.)
+    let key = (record.owner.clone(), due);
+    let fresh = inner.held.lock().await.insert(key.clone());
+    let claimed = inner.store.claim_firing(record.clone()).await;
+    if !matches!(claimed, Ok(true)) {
+        if fresh {
+            inner.held.lock().await.remove(&key);
+        }
+        return claimed.map(|_| None).map_err(Into::into);
     }
     tracing::info!(schedule = %schedule.def.id, due = %due, trigger = trigger.as_str(), "schedule firing");
     // The firing's span is current while it starts its session: the turn is its child.
@@ -181,8 +190,13 @@ pub(super) async fn finish(inner: &Inner, mut record: FiringRecord, result: Resu
             record.error = Some(message);
         }
     }
-    if let Err(error) = inner.store.update_firing(record).await {
-        tracing::error!(%error, "recording a schedule firing's outcome failed");
+    let key = (record.owner.clone(), record.due_at);
+    match inner.store.update_firing(record).await {
+        // Closed: no longer open, so no longer held.
+        Ok(()) => {
+            inner.held.lock().await.remove(&key);
+        }
+        Err(error) => tracing::error!(%error, "recording a schedule firing's outcome failed"),
     }
 }
 

@@ -5,12 +5,15 @@
 //!
 //! Exactly once: every firing is claimed in the [`TimedStore`] under `(schedule, due time)`
 //! before it starts, so a second claim (a restart, a retried request) does not run it again, and
-//! a claim still open at start-up is finished (`recover`), never dropped.
+//! a claim still open at start-up is finished (`recover`), never dropped. Recovery runs beside
+//! the first requests (the server answers while it starts), so it picks up only the claims this
+//! process does not hold: a dispatch claimed a moment earlier is never started a second time.
 
 mod cron;
 mod fire;
 mod report;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -127,6 +130,9 @@ pub(crate) struct Inner {
     pub cancel: CancellationToken,
     /// Firings still running in the background.
     pub tasks: TaskTracker,
+    /// The firings this process claimed (or picked up) and has not finished, by
+    /// `(schedule, due)`. `recover` reads the open rows under this lock and leaves these alone.
+    pub held: tokio::sync::Mutex<HashSet<(String, DateTime<Utc>)>>,
 }
 
 /// One agent's schedules. Cheap to clone.
@@ -159,6 +165,7 @@ impl Schedules {
             options,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            held: tokio::sync::Mutex::new(HashSet::new()),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -194,10 +201,20 @@ impl Schedules {
     /// Finishes firings a previous process claimed and did not finish: a firing whose session
     /// was started is followed to its end (never started twice); one whose session never
     /// started is started now. Returns how many were picked up. Call after `Engine::recover`.
+    /// A firing this process claimed itself (a dispatch racing start-up) is not picked up.
     pub async fn recover(&self) -> Result<usize, TimedError> {
-        let open = self.inner.store.open_firings().await?;
+        let open = {
+            let mut held = self.inner.held.lock().await;
+            let open = self.inner.store.open_firings().await?;
+            let open: Vec<FiringRecord> = open
+                .into_iter()
+                .filter(|r| r.kind == TimedKind::Schedule && !held.contains(&(r.owner.clone(), r.due_at)))
+                .collect();
+            held.extend(open.iter().map(|r| (r.owner.clone(), r.due_at)));
+            open
+        };
         let mut picked = 0;
-        for record in open.into_iter().filter(|r| r.kind == TimedKind::Schedule) {
+        for record in open {
             let Ok(schedule) = self.find(&record.owner) else {
                 // The schedule was removed: close its row so it is not picked up forever.
                 fire::finish(&self.inner, record, Err("the schedule no longer exists".into())).await;

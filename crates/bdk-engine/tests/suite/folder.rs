@@ -133,7 +133,7 @@ pub fn calls(list: &[(&str, &str, &str)], usage: (u64, u64)) -> Reply {
 
 /// A model reply with a final text.
 pub fn text(text: &str, usage: (u64, u64)) -> Reply {
-    Reply::sse(vec![oa::role(), oa::text(text), oa::finish("stop"), oa::usage(usage.0, usage.1, 0, 0), oa::done()])
+    Reply::sse(oa::text_reply(text, usage.0, usage.1))
 }
 
 /// The system prompt of a recorded Chat Completions request.

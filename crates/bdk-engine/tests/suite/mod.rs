@@ -27,6 +27,7 @@ mod skills;
 mod stored_text;
 mod subagents;
 mod support;
+mod timed_recover;
 mod tokens;
 mod tool_project;
 mod turns;

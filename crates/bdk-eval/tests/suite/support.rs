@@ -149,7 +149,7 @@ impl Fx {
 
 /// A streamed text reply with usage.
 pub fn text(body: &str) -> Reply {
-    Reply::sse(vec![oa::role(), oa::text(body), oa::finish("stop"), oa::usage(100, 50, 0, 0), oa::done()])
+    Reply::sse(oa::text_reply(body, 100, 50))
 }
 
 /// A streamed single tool call with usage.

@@ -8,7 +8,8 @@
 //! Tags of one store are serialized by a lock held inside the blocking task (never across an
 //! await), so two tags of one key make one record and the retention cap holds after each tag.
 //! Content is written before the record that describes it, so a reader never sees a record whose
-//! content is missing; an eviction removes the record first, then its content.
+//! content is missing; an eviction removes the record first, then its content. What a tag makes
+//! of the record is the trait's ([`ArtifactTag::apply`]); this file only stores it.
 
 use std::fs;
 use std::io;
@@ -20,9 +21,7 @@ use chrono::Utc;
 use super::atomic::write_atomic;
 use super::{FsStore, blocking};
 use crate::api::BoxFuture;
-use crate::artifacts::{
-    ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, Tagged, is_artifact_id, new_artifact_id,
-};
+use crate::artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, Tagged, is_artifact_id};
 use crate::error::{Error, Result};
 
 /// Serializes tags (an upsert reads every record, then writes).
@@ -92,40 +91,16 @@ impl ArtifactStore for FsStore {
     fn tag(&self, tag: ArtifactTag, max: Option<usize>) -> BoxFuture<'_, Result<Tagged>> {
         let (dir, syncs) = (dir(self), self.sync_counters());
         Box::pin(blocking(move || {
+            tag.check_size()?;
             let _guard = TAG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
             fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
             let mut all = read_all(&dir)?;
             let existing =
                 all.iter().position(|r| r.principal == tag.principal && r.kind == tag.kind && r.key == tag.key);
-            let now = Utc::now();
-            let (mut record, created) = match existing {
-                Some(at) => (all.swap_remove(at), false),
-                None => (
-                    ArtifactRecord {
-                        id: new_artifact_id(),
-                        kind: tag.kind.clone(),
-                        key: tag.key.clone(),
-                        title: None,
-                        data: None,
-                        principal: tag.principal.clone(),
-                        session_id: None,
-                        source: String::new(),
-                        content: None,
-                        created_at: now,
-                        updated_at: now,
-                    },
-                    true,
-                ),
-            };
-            record.title = tag.title.or(record.title);
-            record.data = tag.data.or(record.data);
-            record.session_id = tag.session_id.or(record.session_id);
-            record.source = tag.source;
-            record.updated_at = now.max(record.updated_at);
-            if let Some((info, bytes)) = tag.content {
+            let (record, created, content) = tag.apply(existing.map(|at| all.swap_remove(at)), Utc::now());
+            if let Some(bytes) = content {
                 let path = content_path(&dir, &record.id);
                 write_atomic(&path, &bytes, &syncs).map_err(|e| Error::io(&path, e))?;
-                record.content = Some(info);
             }
             let bytes = serde_json::to_vec_pretty(&record).map_err(Error::Encode)?;
             let path = record_path(&dir, &record.id);
@@ -234,5 +209,20 @@ mod tests {
             store.list(&ArtifactQuery::default()).await.unwrap().into_iter().map(|r| r.id).collect();
         assert_eq!(left, vec![third.record.id, a]);
         assert!(store.get(&b).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn content_over_the_cap_is_refused_and_nothing_is_written() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = FsStore::open(temp.path()).unwrap();
+        let mut big = tag("alice", "w1");
+        let size = crate::artifacts::MAX_CONTENT_BYTES + 1;
+        big.content = Some((
+            ContentInfo { file_name: "big.bin".into(), content_type: "application/octet-stream".into(), size: 0 },
+            vec![b'x'; size],
+        ));
+        let err = store.tag(big, None).await.unwrap_err();
+        assert!(matches!(err, Error::TooLarge { what: "artifact content", .. }), "{err}");
+        assert!(store.list(&ArtifactQuery::default()).await.unwrap().is_empty());
     }
 }

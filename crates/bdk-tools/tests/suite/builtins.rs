@@ -2,7 +2,6 @@
 //! workspace, with caps and timeouts, restricted by the `tools` allowlist.
 
 use std::fs;
-use std::time::Duration;
 
 use bdk_tools::{ProjectTools, ToolOutcome, ToolRegistry};
 use serde_json::{Value, json};
@@ -132,10 +131,8 @@ async fn shell_timeouts_kill_the_group() {
     let tools = tools(&bot);
     let pidfile = bot.dir.path().join("bg.pid");
     let command = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let started = std::time::Instant::now();
     let text = error_text(&run(&bot, &tools, "shell", json!({"command": command, "timeout_ms": 2500})).await);
     assert!(text.contains("timed out after 2500ms"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(10));
     wait_dead(read_pid(&pidfile).await).await;
 }
 

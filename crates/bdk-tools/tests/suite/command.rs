@@ -2,7 +2,7 @@
 //! the stderr tail, timeouts and cancellation that kill the whole process group, the output cap,
 //! garbage output, the `BDK_*` environment, and tools that never read stdin.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bdk_project::model::ToolBody;
 use bdk_tools::command::Limits;
@@ -116,10 +116,8 @@ async fn a_timeout_kills_the_whole_process_group() {
     // Long enough for `sh` to write the pid file first on a loaded machine.
     tool.timeout = Duration::from_millis(2500);
     let tools = bot.registry(vec![tool]);
-    let started = Instant::now();
     let text = error_text(&call(&tools, bot.invocation("hang", json!({}))).await);
     assert!(text.contains("timed out after 2500ms"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(10));
     wait_dead(read_pid(&pidfile).await).await;
 }
 
@@ -180,10 +178,9 @@ async fn an_output_flood_is_cut_off() {
         .tool(bot.command("flood", &["yes", "flood"]))
         .build()
         .unwrap();
-    let started = Instant::now();
+    // Not cut off, `yes` would run into the 60 s default timeout, past `call`'s 30 s wait.
     let text = error_text(&call(&tools, bot.invocation("flood", json!({}))).await);
     assert!(text.contains("output exceeded 64 KiB"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]
