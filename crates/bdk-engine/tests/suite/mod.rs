@@ -27,5 +27,6 @@ mod skills;
 mod subagents;
 mod support;
 mod tokens;
+mod tool_lists;
 mod tool_project;
 mod turns;
