@@ -11,9 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{
-    FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage,
-};
+use bdk_model::{FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage};
 use bdk_protocol::event::{
     ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
     TurnFailed, TurnQueued, TurnStarted,

@@ -235,7 +235,11 @@ pub fn run(options: &Options) -> Summary {
     ));
     let idle = Duration::from_millis(scale(500, 35_000) as u64);
     std::thread::sleep(idle);
-    out.say(format!("RSS after {} s idle (past the 30 s idle timeout): {:.1} MB", idle.as_secs(), rss_kib(pid) as f64 / 1024.0));
+    out.say(format!(
+        "RSS after {} s idle (past the 30 s idle timeout): {:.1} MB",
+        idle.as_secs(),
+        rss_kib(pid) as f64 / 1024.0
+    ));
 
     if options.soak_secs > 0 {
         out.say(format!("soak: 32 clients for {} s, turns/s per 10 s window:", options.soak_secs));

@@ -89,9 +89,8 @@ impl Serialize for Field<'_> {
                 map.serialize_entry("budget_tokens", budget)?;
                 map.end()
             }
-            Field::Messages(messages) => serializer.collect_seq(
-                messages.iter().map(|(role, content)| WireMessage { role, content: content.as_slice() }),
-            ),
+            Field::Messages(messages) => serializer
+                .collect_seq(messages.iter().map(|(role, content)| WireMessage { role, content: content.as_slice() })),
             Field::Tools(tools) => serializer.collect_seq(tools.iter().map(|spec| Tool {
                 name: &spec.name,
                 description: &spec.description,
@@ -336,7 +335,8 @@ mod tests {
 
     #[test]
     fn bytes_match_the_value_tree_they_replaced() {
-        let call = |id: &str, arguments: &str| ToolCall { id: id.into(), name: "x".into(), arguments: arguments.into() };
+        let call =
+            |id: &str, arguments: &str| ToolCall { id: id.into(), name: "x".into(), arguments: arguments.into() };
         let messages = vec![
             Message::user("héllo \"there\"\n"),
             Message::user("again"),
@@ -372,11 +372,20 @@ mod tests {
         }
         let no_thinking = ModelParams { effort: None, temperature: Some(0.5), top_p: Some(0.9), ..overlapping.clone() };
         let small = ModelParams { effort: Some(Effort::High), max_tokens: Some(500), ..Default::default() };
-        let tool = crate::types::ToolSpec { name: "x".into(), description: "d".into(), input_schema: json!({"type": "object"}) };
+        let tool = crate::types::ToolSpec {
+            name: "x".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        };
         let requests = [
             ModelRequest::default(),
             ModelRequest { system: Some(String::new()), messages: messages.clone(), ..Default::default() },
-            ModelRequest { system: Some("sys".into()), messages, tools: vec![tool.clone(), tool].into(), params: ModelParams::default() },
+            ModelRequest {
+                system: Some("sys".into()),
+                messages,
+                tools: vec![tool.clone(), tool].into(),
+                params: ModelParams::default(),
+            },
         ];
         for request in &requests {
             for params in [&ModelParams::default(), &overlapping, &no_thinking, &small] {

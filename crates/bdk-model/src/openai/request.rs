@@ -232,7 +232,8 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let bytes = serde_json::to_string(&body("m", &request, &ModelParams::default(), MaxTokensField::MaxTokens)).unwrap();
+        let bytes =
+            serde_json::to_string(&body("m", &request, &ModelParams::default(), MaxTokensField::MaxTokens)).unwrap();
         let tools = r#""tools":[{"type":"function","function":{"name":"search","description":"Finds \"things\" — fast","parameters":{"type":"object","required":["q"],"properties":{"q":{"type":"string"},"limit":{"type":"integer","minimum":1}}}}},{"type":"function","function":{"name":"add","description":"adds","parameters":{"type":"object"}}}]"#;
         assert_eq!(
             bytes,
