@@ -2,8 +2,10 @@
 //! Rust client, Python's `http.client` and `curl` over loopback, against an OpenAI-compatible
 //! stub process. See `serve_bench/mod.rs` for what is measured and how.
 //!
-//! `cargo bench -p bdk-cli --bench serve [-- --quick] [--soak SECS] [--place DIR]`
-//! (state goes to the temp dir by default; `--place /dev/shm` shows the cost without fsync).
+//! `cargo bench -p bdk-cli --bench serve [-- --quick] [--soak SECS] [--place DIR] [--bdk PATH]`
+//! (state goes to the temp dir by default; `--place /dev/shm` shows the cost without fsync;
+//! `--bdk` measures another build of the binary, such as one with another allocator or
+//! release profile).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_bench;
@@ -21,6 +23,7 @@ fn main() {
             "--quick" => options.quick = true,
             "--soak" => options.soak_secs = args.next().and_then(|a| a.parse().ok()).unwrap_or(600),
             "--place" => options.place = args.next().map(Into::into).unwrap_or(options.place),
+            "--bdk" => options.bdk = args.next().map(Into::into).unwrap_or(options.bdk),
             _ => {} // `--bench` and the like, from cargo
         }
     }

@@ -60,7 +60,7 @@ pub(crate) struct Budget {
 impl Budget {
     /// The estimated tokens of `request` and its JSON bytes.
     pub fn estimate(&self, request: &ModelRequest) -> (u64, usize) {
-        let bytes = serde_json::to_vec(request).map(|v| v.len()).unwrap_or(0);
+        let bytes = json_len(request);
         let tokens = match self.last {
             Some((tokens, before)) => tokens + (bytes.saturating_sub(before) / BYTES_PER_TOKEN) as u64,
             None => (bytes / BYTES_PER_TOKEN) as u64,
@@ -78,12 +78,31 @@ impl Budget {
     /// A turn's start: `tokens` (the conversation's last report, see
     /// `Conversation::reported_tokens`) describes `request`, when known.
     pub fn seed(&mut self, tokens: Option<u64>, request: &ModelRequest) {
-        self.last = tokens.map(|tokens| (tokens, serde_json::to_vec(request).map(|v| v.len()).unwrap_or(0)));
+        self.last = tokens.map(|tokens| (tokens, json_len(request)));
     }
 
     /// After a compaction the last report no longer describes the requests.
     pub fn reset(&mut self) {
         self.last = None;
+    }
+}
+
+/// The bytes `request` serializes to, counted as they are written (not collected).
+fn json_len(request: &ModelRequest) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, request) {
+        Ok(()) => count.0,
+        Err(_) => 0,
     }
 }
 
@@ -147,7 +166,7 @@ pub(crate) async fn compact(
     let request = ModelRequest {
         system: Some(SUMMARY_PROMPT.to_owned()),
         messages: vec![Message::user(transcript)],
-        tools: Vec::new(),
+        tools: Default::default(),
         params: Default::default(),
     };
     let (summary, usage) = summarize(provider, request, cancel).await?;

@@ -7,9 +7,9 @@
 //! actors, streams, turn slots and hooks belong to the engine core and are not part of the
 //! snapshot: `max_running_turns`, the slug and the hooks keep what the engine was built with.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
-use bdk_model::{ModelProvider, Price};
+use bdk_model::{ModelProvider, Price, ToolSpec};
 use bdk_tools::ToolRegistry;
 
 use crate::capabilities::Capabilities;
@@ -39,6 +39,9 @@ pub(crate) struct Defs {
     pub model: String,
     pub price: Option<Price>,
     pub capabilities: Capabilities,
+    /// The model's tool list for a turn and for a child turn (`[top, nested]`), built on first
+    /// use when the registry's list is fixed ([`ToolRegistry::fixed_specs`]).
+    tool_lists: [OnceLock<Arc<[ToolSpec]>>; 2],
 }
 
 impl Defs {
@@ -46,7 +49,36 @@ impl Defs {
         let Definitions { config, provider, tools, price, capabilities } = definitions;
         let model = provider.info().model;
         let price = price.or_else(|| bdk_model::price_for(&model));
-        Self { config, provider, tools, model, price, capabilities }
+        Self { config, provider, tools, model, price, capabilities, tool_lists: Default::default() }
+    }
+
+    /// What the model sees: the registry's tools, then the engine's built-ins (the skill tool
+    /// when the agent has skills, `task` when it has subagents and this is not a child turn,
+    /// the artifacts tool). Built once per snapshot and shared by every turn's requests when
+    /// the registry's list is fixed; otherwise asked for on each turn (after its `refresh`).
+    pub fn tool_specs(&self, nested: bool) -> Arc<[ToolSpec]> {
+        if !self.tools.fixed_specs() {
+            return self.build_tool_specs(nested);
+        }
+        Arc::clone(self.tool_lists[usize::from(nested)].get_or_init(|| self.build_tool_specs(nested)))
+    }
+
+    fn build_tool_specs(&self, nested: bool) -> Arc<[ToolSpec]> {
+        let mut specs: Vec<bdk_tools::ToolSpec> = self.tools.specs();
+        let capabilities = &self.capabilities;
+        if !capabilities.skills.is_empty() {
+            specs.push(crate::skills::spec(&capabilities.skills));
+        }
+        if !capabilities.subagents.is_empty() && !nested {
+            specs.push(crate::subagents::spec(&capabilities.subagents));
+        }
+        if capabilities.artifacts.agent_tool {
+            specs.push(crate::artifacts::spec(&capabilities.artifacts));
+        }
+        specs
+            .into_iter()
+            .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
+            .collect()
     }
 }
 

@@ -11,9 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{
-    FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, ToolSpec, Usage as ModelUsage,
-};
+use bdk_model::{FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage};
 use bdk_protocol::event::{
     ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
     TurnFailed, TurnQueued, TurnStarted,
@@ -38,7 +36,7 @@ use crate::workspace::{self, WorkspacePrep};
 use bdk_telemetry::Span;
 
 use crate::telemetry;
-use crate::{ab, skills, subagents};
+use crate::{ab, skills};
 
 /// The reason recorded when a turn is stopped or preempted.
 pub const INTERRUPTED: &str = "turn interrupted";
@@ -265,7 +263,7 @@ async fn drive(
     let mut messages = conversation.messages();
     // Tools listed by others (advertised MCP tools) load before the model sees the list.
     defs.tools.refresh().await;
-    let tools: Vec<ToolSpec> = tool_specs(defs, persona.is_some());
+    let tools = defs.tool_specs(persona.is_some());
     let arms = match persona {
         Some(_) => Vec::new(),
         None => ab::arms(&defs.capabilities.abs, conversation.assigned()),
@@ -595,25 +593,6 @@ impl Compactor {
         self.budget.reset();
         Ok(())
     }
-}
-
-/// What the model sees: the registry's tools, then the engine's built-ins (the skill tool when
-/// the agent has skills, `task` when it has subagents and this is not a child turn).
-fn tool_specs(defs: &Defs, nested: bool) -> Vec<ToolSpec> {
-    let mut specs: Vec<bdk_tools::ToolSpec> = defs.tools.specs();
-    if !defs.capabilities.skills.is_empty() {
-        specs.push(skills::spec(&defs.capabilities.skills));
-    }
-    if !defs.capabilities.subagents.is_empty() && !nested {
-        specs.push(subagents::spec(&defs.capabilities.subagents));
-    }
-    if defs.capabilities.artifacts.agent_tool {
-        specs.push(crate::artifacts::spec(&defs.capabilities.artifacts));
-    }
-    specs
-        .into_iter()
-        .map(|t| ToolSpec { name: t.name, description: t.description, input_schema: t.input_schema })
-        .collect()
 }
 
 /// A turn's own usage plus its children's.

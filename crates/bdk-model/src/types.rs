@@ -3,6 +3,8 @@
 //! A [`ModelRequest`] is one model call (one step of a turn); a provider answers it with a stream
 //! of [`ModelEvent`]s. Wire formats live in the provider modules, not here.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -14,12 +16,33 @@ pub struct ModelRequest {
     pub system: Option<String>,
     /// The conversation so far, oldest first.
     pub messages: Vec<Message>,
-    /// Tools the model may call.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<ToolSpec>,
+    /// Tools the model may call. Shared: the engine builds the list once per definitions
+    /// snapshot and every step's request points at it.
+    #[serde(
+        default,
+        skip_serializing_if = "<[ToolSpec]>::is_empty",
+        serialize_with = "shared::serialize",
+        deserialize_with = "shared::deserialize"
+    )]
+    pub tools: Arc<[ToolSpec]>,
     /// Per-call settings; unset fields fall back to the provider's configured defaults.
     #[serde(default)]
     pub params: ModelParams,
+}
+
+/// Serde for a shared list, as a plain sequence (serde's own impls need its `rc` feature).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(items: &Arc<[T]>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(items.iter())
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<[T]>, D::Error> {
+        Vec::<T>::deserialize(deserializer).map(Arc::from)
+    }
 }
 
 /// One message of the conversation.

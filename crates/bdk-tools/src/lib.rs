@@ -171,6 +171,14 @@ pub trait ToolRegistry: Send + Sync + fmt::Debug {
     /// Every tool the model may call, in a stable order.
     fn specs(&self) -> Vec<ToolSpec>;
 
+    /// Whether [`specs`](Self::specs) answers the same for as long as the registry lives. The
+    /// engine then builds the model's tool list once per definitions snapshot and shares it
+    /// across turns, instead of asking (and copying every schema) on each turn. A registry whose
+    /// list can change (tools listed by others on [`refresh`](Self::refresh)) answers `false`.
+    fn fixed_specs(&self) -> bool {
+        false
+    }
+
     /// Runs one call. Unknown names and invalid input are `is_error` outcomes, not panics.
     /// When `cancel` fires the call stops promptly and returns an error outcome.
     /// A dry-run invocation stubs writes; an invocation with `as_of` enforces `time_args`.
@@ -250,6 +258,10 @@ pub struct NoTools;
 impl ToolRegistry for NoTools {
     fn specs(&self) -> Vec<ToolSpec> {
         Vec::new()
+    }
+
+    fn fixed_specs(&self) -> bool {
+        true
     }
 
     fn call(&self, invocation: ToolInvocation, _cancel: CancellationToken) -> BoxFuture<'static, ToolOutcome> {

@@ -425,6 +425,11 @@ impl ToolRegistry for ProjectTools {
             .collect()
     }
 
+    /// The entries are fixed when the registry is built.
+    fn fixed_specs(&self) -> bool {
+        true
+    }
+
     fn call(&self, invocation: ToolInvocation, cancel: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
         let inner = Arc::clone(&self.inner);
         Box::pin(async move { run_call(&inner, invocation, cancel).await })

@@ -5,7 +5,8 @@
 //! which counts the server alone, not the tool processes it runs), syscalls per turn (when
 //! `strace` can attach), turns/s at 1, 8 and 32 clients beside the stub's own ceiling, RSS idle
 //! and after the follow-ups, and the ratio of the last follow-up's latency to the first's on one
-//! conversation. `--soak SECS` adds turns/s per 10 s window over a long run.
+//! conversation; then 32 clients start new sessions for 15 s, and RSS is read after them and
+//! again once the sessions' actors have idled out (does memory go back?). `--soak SECS` adds turns/s per 10 s window over a long run.
 //!
 //! Figures only: nothing here passes or fails on a time. Shared by the bench target (`serve.rs`)
 //! and the suite, which runs the quick mode (`Options::quick`) on the debug binary.
@@ -221,6 +222,25 @@ pub fn run(options: &Options) -> Summary {
         ));
     }
 
+    // Memory returns: many new sessions at once, then the server idle past the sessions' idle
+    // timeout (their actors end). RSS right after the load and after the idle wait.
+    let load = new_session_load(addr, pid, 32, Duration::from_millis(scale(200, 15_000) as u64));
+    out.text_turns += load.samples.len();
+    out.say(format!(
+        "32 clients, new sessions: {} sessions, {:.0} sessions/s, server CPU {:.3} ms/session; RSS after: {:.1} MB",
+        load.samples.len(),
+        load.rate,
+        load.cpu_ms_per_turn,
+        rss_kib(pid) as f64 / 1024.0
+    ));
+    let idle = Duration::from_millis(scale(500, 35_000) as u64);
+    std::thread::sleep(idle);
+    out.say(format!(
+        "RSS after {} s idle (past the 30 s idle timeout): {:.1} MB",
+        idle.as_secs(),
+        rss_kib(pid) as f64 / 1024.0
+    ));
+
     if options.soak_secs > 0 {
         out.say(format!("soak: 32 clients for {} s, turns/s per 10 s window:", options.soak_secs));
         let windows = options.soak_secs.div_ceil(10);
@@ -421,6 +441,34 @@ fn follow_up_load(addr: SocketAddr, pid: u32, clients: usize, duration: Duration
                 let mut samples = Vec::new();
                 while Instant::now() < end {
                     samples.push(conversation.follow_up("hello again"));
+                }
+                samples
+            })
+        })
+        .collect();
+    ready.wait();
+    let (started, cpu) = (Instant::now(), CpuMeter::start(pid));
+    let mut samples = Samples::default();
+    for handle in handles {
+        handle.join().unwrap().into_iter().for_each(|d| samples.push(d));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let turns = samples.len();
+    Load { rate: turns as f64 / elapsed, cpu_ms_per_turn: cpu.ms_per(turns), samples }
+}
+
+/// `clients` threads each starting new sessions (one text turn each) back to back for `duration`.
+fn new_session_load(addr: SocketAddr, pid: u32, clients: usize, duration: Duration) -> Load {
+    let ready = Arc::new(Barrier::new(clients + 1));
+    let handles: Vec<_> = (0..clients)
+        .map(|_| {
+            let ready = ready.clone();
+            std::thread::spawn(move || {
+                ready.wait();
+                let end = Instant::now() + duration;
+                let mut samples = Vec::new();
+                while Instant::now() < end {
+                    samples.push(new_session_turn(addr, "hello"));
                 }
                 samples
             })

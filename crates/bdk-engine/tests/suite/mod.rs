@@ -29,5 +29,6 @@ mod subagents;
 mod support;
 mod timed_recover;
 mod tokens;
+mod tool_lists;
 mod tool_project;
 mod turns;

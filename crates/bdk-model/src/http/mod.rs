@@ -3,6 +3,7 @@
 //!
 //! Wire formats (request bodies, stream chunks) belong to each provider, not here.
 
+pub(crate) mod body;
 pub mod errors;
 pub mod sse;
 pub mod stream;

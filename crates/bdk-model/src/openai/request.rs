@@ -1,8 +1,12 @@
-//! Builds the Chat Completions request body from a [`ModelRequest`].
+//! The Chat Completions request body of a [`ModelRequest`], serialized straight from it (no
+//! `serde_json::Value` tree: tool schemas and messages are written where they lie).
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
 
-use crate::types::{Message, ModelParams, ModelRequest, ToolSpec};
+use crate::http::body::Object;
+use crate::types::{Message, ModelParams, ModelRequest, ToolCall, ToolSpec};
 
 /// Keys the body builder owns; `params.extra` cannot replace them.
 const RESERVED: &[&str] = &["model", "messages", "tools", "stream", "stream_options"];
@@ -15,78 +19,170 @@ pub enum MaxTokensField {
     MaxTokens,
 }
 
-pub(crate) fn body(model: &str, request: &ModelRequest, params: &ModelParams, max_field: MaxTokensField) -> Value {
-    let mut body = Map::new();
-    for (key, value) in &params.extra {
-        if !RESERVED.contains(&key.as_str()) {
-            body.insert(key.clone(), value.clone());
-        }
-    }
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(messages(request)));
+/// The body: serialize it (`reqwest`'s `json`, `serde_json::to_vec`).
+pub(crate) fn body<'a>(
+    model: &'a str,
+    request: &'a ModelRequest,
+    params: &'a ModelParams,
+    max_field: MaxTokensField,
+) -> Object<'a, Field<'a>> {
+    let mut fields = Vec::with_capacity(9);
+    fields.push(("model", Field::Str(model)));
+    fields.push(("messages", Field::Messages(request)));
     if !request.tools.is_empty() {
-        body.insert("tools".into(), request.tools.iter().map(tool).collect());
+        fields.push(("tools", Field::Tools(&request.tools)));
     }
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
+    fields.push(("stream", Field::True));
+    fields.push(("stream_options", Field::IncludeUsage));
     if let Some(effort) = params.effort {
-        body.insert("reasoning_effort".into(), json!(effort.as_str()));
+        fields.push(("reasoning_effort", Field::Str(effort.as_str())));
     }
     if let Some(max) = params.max_tokens {
         let key = match max_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             MaxTokensField::MaxTokens => "max_tokens",
         };
-        body.insert(key.into(), json!(max));
+        fields.push((key, Field::U32(max)));
     }
     if let Some(temperature) = params.temperature {
-        body.insert("temperature".into(), json!(temperature));
+        fields.push(("temperature", Field::F64(temperature)));
     }
     if let Some(top_p) = params.top_p {
-        body.insert("top_p".into(), json!(top_p));
+        fields.push(("top_p", Field::F64(top_p)));
     }
-    Value::Object(body)
+    Object { extra: &params.extra, reserved: RESERVED, fields }
 }
 
-fn messages(request: &ModelRequest) -> Vec<Value> {
-    let system = request.system.iter().map(|system| json!({"role": "system", "content": system}));
-    let rest = request.messages.iter().map(|message| match message {
-        Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant { content, tool_calls, .. } => {
-            // Reasoning is not sent back: servers that emit `reasoning_content` reject it in input.
-            let mut out = json!({"role": "assistant"});
-            out["content"] = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { json!(content) };
-            if !tool_calls.is_empty() {
-                out["tool_calls"] = tool_calls
-                    .iter()
-                    .map(|call| {
-                        json!({
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": call.arguments},
-                        })
-                    })
-                    .collect();
+/// One of the body's own top-level values.
+pub(crate) enum Field<'a> {
+    Str(&'a str),
+    U32(u32),
+    /// A non-finite number is written as `null`, as `json!` did.
+    F64(f64),
+    True,
+    /// `{"include_usage": true}`
+    IncludeUsage,
+    /// The system prompt, then the conversation.
+    Messages(&'a ModelRequest),
+    Tools(&'a [ToolSpec]),
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Str(text) => serializer.serialize_str(text),
+            Field::U32(n) => serializer.serialize_u32(*n),
+            Field::F64(x) => serializer.serialize_f64(*x),
+            Field::True => serializer.serialize_bool(true),
+            Field::IncludeUsage => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry("include_usage", &true)?;
+                map.end()
             }
-            out
+            Field::Messages(request) => {
+                let system = request.system.as_deref().map(Wire::System);
+                serializer.collect_seq(system.into_iter().chain(request.messages.iter().map(Wire::Message)))
+            }
+            Field::Tools(tools) => serializer.collect_seq(tools.iter().map(|spec| Tool {
+                kind: "function",
+                function: Function { name: &spec.name, description: &spec.description, parameters: &spec.input_schema },
+            })),
         }
-        // Chat Completions has no error flag for tool results; the content says what went wrong.
-        Message::Tool { call_id, content, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
-    });
-    system.chain(rest).collect()
+    }
 }
 
-fn tool(spec: &ToolSpec) -> Value {
-    json!({
-        "type": "function",
-        "function": {"name": spec.name, "description": spec.description, "parameters": spec.input_schema},
-    })
+/// One entry of `messages`.
+enum Wire<'a> {
+    System(&'a str),
+    Message(&'a Message),
+}
+
+impl Serialize for Wire<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            Wire::System(content) => {
+                map.serialize_entry("role", "system")?;
+                map.serialize_entry("content", content)?;
+            }
+            Wire::Message(Message::User { content }) => {
+                map.serialize_entry("role", "user")?;
+                map.serialize_entry("content", content)?;
+            }
+            // Reasoning is not sent back: servers that emit `reasoning_content` reject it in input.
+            Wire::Message(Message::Assistant { content, tool_calls, .. }) => {
+                map.serialize_entry("role", "assistant")?;
+                let content = Some(content.as_str()).filter(|c| !c.is_empty() || tool_calls.is_empty());
+                map.serialize_entry("content", &content)?;
+                if !tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", &Calls(tool_calls))?;
+                }
+            }
+            // Chat Completions has no error flag for tool results; the content says what went wrong.
+            Wire::Message(Message::Tool { call_id, content, .. }) => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("tool_call_id", call_id)?;
+                map.serialize_entry("content", content)?;
+            }
+        }
+        map.end()
+    }
+}
+
+struct Calls<'a>(&'a [ToolCall]);
+
+impl Serialize for Calls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|call| Call {
+            id: &call.id,
+            kind: "function",
+            function: CallFunction { name: &call.name, arguments: &call.arguments },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct Call<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: CallFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct CallFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Map, json};
+
     use super::*;
     use crate::types::{Effort, ToolCall};
+
+    fn to_value(body: Object<'_, Field<'_>>) -> Value {
+        serde_json::to_value(body).unwrap()
+    }
+
+    fn add_tool() -> ToolSpec {
+        ToolSpec { name: "add".into(), description: "adds".into(), input_schema: json!({"type": "object"}) }
+    }
 
     #[test]
     fn body_has_every_part() {
@@ -101,17 +197,13 @@ mod tests {
                 },
                 Message::tool_result("c1", "3", false),
             ],
-            tools: vec![ToolSpec {
-                name: "add".into(),
-                description: "adds".into(),
-                input_schema: json!({"type": "object"}),
-            }],
+            tools: vec![add_tool()].into(),
             params: ModelParams::default(),
         };
         let mut params = ModelParams { effort: Some(Effort::High), max_tokens: Some(100), ..Default::default() };
         params.extra.insert("stream".into(), json!(false));
         params.extra.insert("seed".into(), json!(7));
-        let body = body("m", &request, &params, MaxTokensField::MaxCompletionTokens);
+        let body = to_value(body("m", &request, &params, MaxTokensField::MaxCompletionTokens));
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["seed"], json!(7));
         assert_eq!(body["reasoning_effort"], json!("high"));
@@ -122,5 +214,138 @@ mod tests {
         assert_eq!(body["messages"][3], json!({"role": "tool", "tool_call_id": "c1", "content": "3"}));
         assert_eq!(body["tools"][0]["function"]["parameters"], json!({"type": "object"}));
         assert!(body.get("temperature").is_none());
+    }
+
+    /// The bytes of the tools array, pinned: key order (ours, then the schema's own) and
+    /// compact spacing are what providers and their prompt caches see.
+    #[test]
+    fn tools_array_bytes_are_pinned() {
+        let request = ModelRequest {
+            tools: vec![
+                ToolSpec {
+                    name: "search".into(),
+                    description: "Finds \"things\" — fast".into(),
+                    input_schema: json!({"type": "object", "required": ["q"], "properties": {"q": {"type": "string"}, "limit": {"type": "integer", "minimum": 1}}}),
+                },
+                add_tool(),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        let bytes =
+            serde_json::to_string(&body("m", &request, &ModelParams::default(), MaxTokensField::MaxTokens)).unwrap();
+        let tools = r#""tools":[{"type":"function","function":{"name":"search","description":"Finds \"things\" — fast","parameters":{"type":"object","required":["q"],"properties":{"q":{"type":"string"},"limit":{"type":"integer","minimum":1}}}}},{"type":"function","function":{"name":"add","description":"adds","parameters":{"type":"object"}}}]"#;
+        assert_eq!(
+            bytes,
+            format!(r#"{{"model":"m","messages":[],{tools},"stream":true,"stream_options":{{"include_usage":true}}}}"#)
+        );
+    }
+
+    /// The body as it was built before it was serialized straight from the request: a `Value`
+    /// tree. The wire bytes must not change.
+    fn value_body(model: &str, request: &ModelRequest, params: &ModelParams, max_field: MaxTokensField) -> Value {
+        let mut body = Map::new();
+        for (key, value) in &params.extra {
+            if !RESERVED.contains(&key.as_str()) {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+        body.insert("model".into(), json!(model));
+        let system = request.system.iter().map(|system| json!({"role": "system", "content": system}));
+        let rest = request.messages.iter().map(|message| match message {
+            Message::User { content } => json!({"role": "user", "content": content}),
+            Message::Assistant { content, tool_calls, .. } => {
+                let mut out = json!({"role": "assistant"});
+                out["content"] = if content.is_empty() && !tool_calls.is_empty() { Value::Null } else { json!(content) };
+                if !tool_calls.is_empty() {
+                    out["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| {
+                            json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+                        })
+                        .collect();
+                }
+                out
+            }
+            Message::Tool { call_id, content, .. } => json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+        });
+        body.insert("messages".into(), Value::Array(system.chain(rest).collect()));
+        if !request.tools.is_empty() {
+            let tools = request.tools.iter().map(|spec| {
+                json!({"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": spec.input_schema}})
+            });
+            body.insert("tools".into(), tools.collect());
+        }
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if let Some(effort) = params.effort {
+            body.insert("reasoning_effort".into(), json!(effort.as_str()));
+        }
+        if let Some(max) = params.max_tokens {
+            let key = match max_field {
+                MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+                MaxTokensField::MaxTokens => "max_tokens",
+            };
+            body.insert(key.into(), json!(max));
+        }
+        if let Some(temperature) = params.temperature {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if let Some(top_p) = params.top_p {
+            body.insert("top_p".into(), json!(top_p));
+        }
+        Value::Object(body)
+    }
+
+    #[test]
+    fn bytes_match_the_value_tree_they_replaced() {
+        let call = |id: &str| ToolCall { id: id.into(), name: "add".into(), arguments: r#"{"a": 1}"#.into() };
+        let messages = vec![
+            Message::user("héllo \"there\"\n"),
+            Message::assistant(""),
+            Message::Assistant { content: "calling".into(), reasoning: None, tool_calls: vec![call("c1"), call("c2")] },
+            Message::Assistant { content: String::new(), reasoning: None, tool_calls: vec![call("c3")] },
+            Message::tool_result("c1", "3", false),
+            Message::tool_result("c2", "boom", true),
+        ];
+        let mut overlapping = ModelParams {
+            effort: Some(Effort::Low),
+            max_tokens: Some(9),
+            temperature: Some(0.25),
+            top_p: Some(f64::NAN),
+            ..Default::default()
+        };
+        for (key, value) in [
+            ("top_p", json!(1)),
+            ("stream", json!(false)),
+            ("seed", json!(7)),
+            ("max_tokens", json!(3)),
+            ("model", json!("other")),
+            ("reasoning_effort", json!("none")),
+            ("logit_bias", json!({"50256": -100})),
+        ] {
+            overlapping.extra.insert(key.into(), value);
+        }
+        let mut extra_only = ModelParams::default();
+        extra_only.extra.insert("temperature".into(), json!(0.7));
+        let requests = [
+            ModelRequest::default(),
+            ModelRequest { system: Some(String::new()), messages: messages.clone(), ..Default::default() },
+            ModelRequest {
+                system: Some("sys".into()),
+                messages,
+                tools: vec![add_tool(), add_tool()].into(),
+                params: ModelParams::default(),
+            },
+        ];
+        for request in &requests {
+            for params in [&ModelParams::default(), &overlapping, &extra_only] {
+                for field in [MaxTokensField::MaxTokens, MaxTokensField::MaxCompletionTokens] {
+                    let typed = serde_json::to_string(&body("m", request, params, field)).unwrap();
+                    let tree = serde_json::to_string(&value_body("m", request, params, field)).unwrap();
+                    assert_eq!(typed, tree);
+                }
+            }
+        }
     }
 }

@@ -55,7 +55,8 @@ async fn request_has_headers_system_tools_and_tool_results() {
             name: "add".into(),
             description: "Adds".into(),
             input_schema: json!({"type": "object"}),
-        }],
+        }]
+        .into(),
         params: ModelParams { max_tokens: Some(1000), ..Default::default() },
     };
     events(provider(&server, fast_options()).stream(request, CancellationToken::new())).await;

@@ -44,7 +44,8 @@ async fn request_body_has_tools_stream_options_and_effort() {
             name: "add".into(),
             description: "Adds numbers".into(),
             input_schema: json!({"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}),
-        }],
+        }]
+        .into(),
         params: ModelParams {
             effort: Some(Effort::High),
             max_tokens: Some(256),
