@@ -362,6 +362,13 @@ async fn wait_all(
                     emit.send(result_event(&calls[index], &outcome, 0)).await?;
                     results[index] = Some(outcome);
                 }
+                Some(Err(error)) if error.is_cancelled() => {
+                    // Only the runtime shutting down cancels these tasks while this loop runs:
+                    // the process is going away. Write nothing, as a killed process would not;
+                    // the next start restores or closes the turn from what is durable.
+                    halt = Halt::Suspended;
+                    break;
+                }
                 Some(Err(error)) => {
                     // A tool that panicked: tell the model, keep the turn.
                     tracing::error!(%error, "a tool call task failed");
