@@ -5,8 +5,9 @@
 //! which counts the server alone, not the tool processes it runs), syscalls per turn (when
 //! `strace` can attach), turns/s at 1, 8 and 32 clients beside the stub's own ceiling, RSS idle
 //! and after the follow-ups, and the ratio of the last follow-up's latency to the first's on one
-//! conversation; then 32 clients start new sessions for 15 s, and RSS is read after them and
-//! again once the sessions' actors have idled out (does memory go back?). `--soak SECS` adds turns/s per 10 s window over a long run.
+//! conversation; RSS before and after answers far past the per-step output cap; then 32 clients
+//! start new sessions for 15 s, and RSS is read after them and again once the sessions' actors
+//! have idled out (does memory go back?). `--soak SECS` adds turns/s per 10 s window over a long run.
 //!
 //! Figures only: nothing here passes or fails on a time. Shared by the bench target (`serve.rs`)
 //! and the suite, which runs the quick mode (`Options::quick`) on the debug binary.
@@ -221,6 +222,20 @@ pub fn run(options: &Options) -> Summary {
             load.cpu_ms_per_turn
         ));
     }
+
+    // A model that answers far past the per-step output cap (1 MiB): the turn is cut off, and
+    // what it took must not stay (the log keeps the capped text about once).
+    let before = rss_kib(pid);
+    let big = scale(2, 20) * 1024 * 1024;
+    for _ in 0..scale(1, 3) {
+        new_session_turn(addr, &format!("big:{big}"));
+    }
+    out.say(format!(
+        "answers of {} MiB (capped): RSS before {:.1} MB, after {:.1} MB",
+        big / (1024 * 1024),
+        before as f64 / 1024.0,
+        rss_kib(pid) as f64 / 1024.0
+    ));
 
     // Memory returns: many new sessions at once, then the server idle past the sessions' idle
     // timeout (their actors end). RSS right after the load and after the idle wait.

@@ -3,7 +3,7 @@
 
 POST /v1/chat/completions streams a short answer at once. When the last message is the user's
 and starts with "tool:NAME", it asks for one call of NAME with {"text": "..."} instead; after a
-tool result it answers with text. Prints "listening on PORT" and serves until killed.
+tool result it answers with text. "big:BYTES" answers with BYTES of text in 64 KiB deltas. Prints "listening on PORT" and serves until killed.
 """
 import json
 import sys
@@ -39,6 +39,11 @@ class Handler(BaseHTTPRequestHandler):
             call = {"index": 0, "id": "call_1", "type": "function",
                     "function": {"name": name, "arguments": json.dumps({"text": "one two three"})}}
             parts = [chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, "tool_calls")]
+        elif last.get("role") == "user" and content.startswith("big:"):
+            size, piece = int(content[4:].split()[0]), "x" * 65536
+            parts = [chunk({"role": "assistant", "content": ""})]
+            parts += [chunk({"content": piece})] * -(-size // len(piece))
+            parts.append(chunk({}, "stop"))
         else:
             parts = [chunk({"role": "assistant", "content": "Hello"}), chunk({"content": " there."}),
                      chunk({}, "stop")]
