@@ -6,7 +6,7 @@ use std::fs;
 use bdk_tools::{ProjectTools, ToolOutcome, ToolRegistry};
 use serde_json::{Value, json};
 
-use super::{Bot, call, error_text, read_pid, wait_dead};
+use super::{Bot, call, error_text, time_out_after_pid_file, wait_dead};
 
 fn tools(bot: &Bot) -> ProjectTools {
     ProjectTools::empty(bot.bot()).build().unwrap()
@@ -131,9 +131,11 @@ async fn shell_timeouts_kill_the_group() {
     let tools = tools(&bot);
     let pidfile = bot.dir.path().join("bg.pid");
     let command = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let text = error_text(&run(&bot, &tools, "shell", json!({"command": command, "timeout_ms": 2500})).await);
-    assert!(text.contains("timed out after 2500ms"), "{text}");
-    wait_dead(read_pid(&pidfile).await).await;
+    let (_, pid) = time_out_after_pid_file(&pidfile, |ms| {
+        run(&bot, &tools, "shell", json!({"command": command, "timeout_ms": ms}))
+    })
+    .await;
+    wait_dead(pid).await;
 }
 
 #[tokio::test]

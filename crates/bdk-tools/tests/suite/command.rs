@@ -10,7 +10,7 @@ use bdk_tools::{HostAccess, ProjectTools, ToolRegistry};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Bot, call, def, error_text, read_pid, wait_dead, within};
+use super::{Bot, call, def, error_text, read_pid, time_out_after_pid_file, wait_dead, within};
 
 const ECHO_PY: &str = r#"#!/usr/bin/env python3
 import json, os, sys
@@ -112,13 +112,15 @@ async fn a_timeout_kills_the_whole_process_group() {
     let bot = Bot::new();
     let pidfile = bot.dir.path().join("grandchild.pid");
     let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
-    let mut tool = bot.command("hang", &["sh", "-c", &script]);
-    // Long enough for `sh` to write the pid file first on a loaded machine.
-    tool.timeout = Duration::from_millis(2500);
-    let tools = bot.registry(vec![tool]);
-    let text = error_text(&call(&tools, bot.invocation("hang", json!({}))).await);
-    assert!(text.contains("timed out after 2500ms"), "{text}");
-    wait_dead(read_pid(&pidfile).await).await;
+    let (_, pid) = time_out_after_pid_file(&pidfile, |ms| {
+        let mut tool = bot.command("hang", &["sh", "-c", &script]);
+        tool.timeout = Duration::from_millis(ms);
+        let tools = bot.registry(vec![tool]);
+        let invocation = bot.invocation("hang", json!({}));
+        async move { call(&tools, invocation).await }
+    })
+    .await;
+    wait_dead(pid).await;
 }
 
 #[tokio::test]

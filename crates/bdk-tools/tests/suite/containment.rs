@@ -11,7 +11,7 @@ use bdk_tools::{ToolInvocation, ToolRegistry};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Bot, call, error_text, is_dead, read_pid, wait_dead, within};
+use super::{Bot, call, error_text, is_dead, read_pid, time_out_after_pid_file, wait_dead, within};
 
 /// Live (not zombie) processes whose environment holds `var=value`.
 fn alive_with(var: &str, value: &str) -> Vec<u32> {
@@ -74,15 +74,16 @@ async fn a_timeout_ends_a_setsid_grandchild() {
     let bot = Bot::new();
     let pidfile = bot.dir.path().join("hung.pid");
     let script = format!("setsid sleep 300 & echo $! > {}; sleep 300", pidfile.display());
-    let mut tool = bot.command("hang", &["sh", "-c", &script]);
-    // Long enough for `sh` to write the pid file first on a loaded machine.
-    tool.timeout = Duration::from_millis(2500);
-    let tools = bot.registry(vec![tool]);
-    let invocation = bot.invocation("hang", json!({}));
-    let probe = invocation.clone();
-    let text = error_text(&call(&tools, invocation).await);
-    assert!(text.contains("timed out"), "{text}");
-    let pid = read_pid(&pidfile).await;
+    // Every attempt uses the same call id, so `left_by` sees what any of them left.
+    let probe = bot.invocation("hang", json!({}));
+    let (_, pid) = time_out_after_pid_file(&pidfile, |ms| {
+        let mut tool = bot.command("hang", &["sh", "-c", &script]);
+        tool.timeout = Duration::from_millis(ms);
+        let tools = bot.registry(vec![tool]);
+        let invocation = probe.clone();
+        async move { call(&tools, invocation).await }
+    })
+    .await;
     assert!(is_dead(pid), "the setsid grandchild {pid} survived the timeout");
     assert!(left_by(&probe).is_empty());
 }

@@ -154,3 +154,29 @@ pub async fn read_pid(path: &Path) -> u32 {
     })
     .await
 }
+
+/// The timeouts [`time_out_after_pid_file`] tries, shortest first (each one the tools print in
+/// milliseconds). A loaded machine can take seconds to start `sh`, so no single one would do.
+const PID_FILE_TIMEOUTS: [u64; 7] = [250, 500, 1500, 2500, 5500, 10500, 20500];
+
+/// Runs `attempt(timeout_ms)`, a call whose process writes a pid to `pidfile` and then hangs
+/// until its timeout, with longer and longer timeouts until one struck after the pid file was
+/// written (the event the test needs; a timeout that struck first proves nothing, as the process
+/// it would name never started). Each attempt must end with the timeout error. Returns the
+/// timeout that worked and the pid.
+pub async fn time_out_after_pid_file<F, Fut>(pidfile: &Path, mut attempt: F) -> (u64, u32)
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = ToolOutcome>,
+{
+    for ms in PID_FILE_TIMEOUTS {
+        let _ = fs::remove_file(pidfile);
+        let text = error_text(&attempt(ms).await);
+        assert!(text.contains(&format!("timed out after {ms}ms")), "{text}");
+        // The call has ended its processes: a pid file that is not complete now never will be.
+        if let Some(pid) = fs::read_to_string(pidfile).ok().and_then(|t| t.trim().parse().ok()) {
+            return (ms, pid);
+        }
+    }
+    panic!("the pid file was never written before a timeout of up to {PID_FILE_TIMEOUTS:?} ms");
+}
