@@ -40,6 +40,7 @@ use crate::conversation::Conversation;
 use crate::dispatch::ToolSettings;
 use crate::engine::Core;
 use crate::error::{EngineError, Result};
+use crate::joined::{self, Ended};
 use crate::resume::Resumed;
 use crate::tokens;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
@@ -597,14 +598,16 @@ impl Actor {
     }
 
     /// The turn's outcome, taking back the conversation fold. A turn task that panicked gets
-    /// its `turn.failed` here (and the next turn folds the log afresh).
+    /// its `turn.failed` here (and the next turn folds the log afresh); one the runtime dropped
+    /// while shutting down is left open, with nothing written, for the next start.
     fn outcome(&mut self, turn_id: &TurnId, joined: std::result::Result<TurnOutcome, JoinError>) -> Settled {
-        match joined {
-            Ok(outcome) => {
+        match joined::ended(joined) {
+            Ended::Returned(outcome) => {
                 self.conversation = Some(outcome.conversation);
                 Settled { end: outcome.end, closing: outcome.closing }
             }
-            Err(error) => {
+            Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new() },
+            Ended::Panicked(error) => {
                 tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
                 let message = "the turn stopped on an internal error".to_owned();
                 let failed = TurnFailed {

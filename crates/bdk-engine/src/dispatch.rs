@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{self, Approvals, ParkedCalls, Resolution};
 use crate::emit::Emitter;
 use crate::host::{HostLease, HostScope};
+use crate::joined::{self, Ended};
 use crate::resume::{INTERRUPTED_BY_RESTART, Prior};
 use crate::subagents::{self, Parent, Spent};
 use crate::{artifacts, skills};
@@ -121,6 +122,8 @@ enum Landed {
     Delegated { index: usize, outcome: ToolOutcome, duration_ms: u64, spent: Spent },
     /// A `tag_artifact` call finished; `tagged` is its `artifact.tagged` event.
     Tagged { index: usize, outcome: ToolOutcome, duration_ms: u64, tagged: Option<EventData> },
+    /// A `task` call's child was dropped by the runtime shutting down.
+    ShuttingDown,
 }
 
 /// The error a call past the per-step cap gets.
@@ -220,7 +223,9 @@ pub(crate) async fn run_calls(
                         );
                         flight.set.spawn(async move {
                             let started = Instant::now();
-                            let (outcome, spent) = span.run(run).await;
+                            let Some((outcome, spent)) = span.run(run).await else {
+                                return Landed::ShuttingDown;
+                            };
                             if outcome.is_error {
                                 span.fail_with(|| result_text(&outcome.result));
                             }
@@ -324,12 +329,12 @@ async fn wait_all(
                 halt = if suspend { Halt::Suspended } else { Halt::Cancelled };
                 break;
             }
-            joined = set.join_next() => match joined {
-                Some(Ok(Landed::Ran { index, outcome, duration_ms })) => {
+            joined = set.join_next() => match joined.map(joined::ended) {
+                Some(Ended::Returned(Landed::Ran { index, outcome, duration_ms })) => {
                     emit.send(result_event(&calls[index], &outcome, duration_ms)).await?;
                     results[index] = Some(outcome);
                 }
-                Some(Ok(Landed::Decided { index, resolution: Some(resolution) })) => {
+                Some(Ended::Returned(Landed::Decided { index, resolution: Some(resolution) })) => {
                     waiting.remove(&index);
                     let call = &calls[index];
                     emit.send(approvals::resolved_event(&call.call_id, &call.name, &resolution)).await?;
@@ -342,34 +347,33 @@ async fn wait_all(
                         results[index] = Some(outcome);
                     }
                 }
-                Some(Ok(Landed::Delegated { index, outcome, duration_ms, spent: used })) => {
+                Some(Ended::Returned(Landed::Delegated { index, outcome, duration_ms, spent: used })) => {
                     let call = &calls[index];
                     emit.push(subagents::completed_event(&call.call_id, &subagents::named(&call.input), &outcome, duration_ms, Some(used)));
                     emit.send(result_event(call, &outcome, duration_ms)).await?;
                     results[index] = Some(outcome);
                     spent[index] = Some(used);
                 }
-                Some(Ok(Landed::Tagged { index, outcome, duration_ms, tagged })) => {
+                Some(Ended::Returned(Landed::Tagged { index, outcome, duration_ms, tagged })) => {
                     if let Some(tagged) = tagged {
                         emit.push(tagged);
                     }
                     emit.send(result_event(&calls[index], &outcome, duration_ms)).await?;
                     results[index] = Some(outcome);
                 }
-                Some(Ok(Landed::Decided { index, resolution: None })) => {
+                Some(Ended::Returned(Landed::Decided { index, resolution: None })) => {
                     waiting.remove(&index);
                     let outcome = ToolOutcome::error("the approval request was withdrawn; the call was not run");
                     emit.send(result_event(&calls[index], &outcome, 0)).await?;
                     results[index] = Some(outcome);
                 }
-                Some(Err(error)) if error.is_cancelled() => {
-                    // Only the runtime shutting down cancels these tasks while this loop runs:
-                    // the process is going away. Write nothing, as a killed process would not;
+                Some(Ended::ShuttingDown | Ended::Returned(Landed::ShuttingDown)) => {
+                    // The process is going away. Write nothing, as a killed process would not;
                     // the next start restores or closes the turn from what is durable.
                     halt = Halt::Suspended;
                     break;
                 }
-                Some(Err(error)) => {
+                Some(Ended::Panicked(error)) => {
                     // A tool that panicked: tell the model, keep the turn.
                     tracing::error!(%error, "a tool call task failed");
                 }

@@ -31,6 +31,7 @@ mod error;
 mod failure;
 mod hooks;
 mod host;
+mod joined;
 mod local_cwd;
 mod recovery;
 pub mod reminders;

@@ -33,6 +33,7 @@ use crate::capabilities::SubagentSpec;
 use crate::conversation::Conversation;
 use crate::dispatch::ToolSettings;
 use crate::engine::Core;
+use crate::joined::{self, Ended};
 use crate::turn::{self, Persona, TurnContext, TurnEnd};
 use crate::workspace::WorkspacePrep;
 
@@ -174,23 +175,25 @@ impl Delegation {
     }
 
     /// Runs the child, opened by [`open`](Self::open), to its end: its outcome for the model,
-    /// and what it spent.
+    /// and what it spent. `None` when the runtime shut down under it: the process is going
+    /// away, and the caller writes nothing (as it does for its own tool calls).
     pub async fn run(
         self,
         core: Arc<Core>,
         parent: Parent,
         record: SessionRecord,
         cancel: CancellationToken,
-    ) -> (ToolOutcome, Spent) {
+    ) -> Option<(ToolOutcome, Spent)> {
         let spec_id = self.spec.id.clone();
         // Its own task: dropping this future (the parent stopped waiting) leaves the child
         // running until it sees `cancel`, so its closing events are always written.
         let task = tokio::spawn(run_child(core, self, parent, record, cancel));
-        match task.await {
-            Ok(done) => done,
-            Err(error) => {
+        match joined::ended(task.await) {
+            Ended::Returned(done) => Some(done),
+            Ended::ShuttingDown => None,
+            Ended::Panicked(error) => {
                 tracing::error!(subagent = %spec_id, %error, "a subagent task failed");
-                (ToolOutcome::error(format!("subagent `{spec_id}` failed unexpectedly")), Spent::default())
+                Some((ToolOutcome::error(format!("subagent `{spec_id}` failed unexpectedly")), Spent::default()))
             }
         }
     }
