@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use bdk_project::model::{ConnectionDef, ConnectionScope, Transport};
+pub use bdk_tools::PeerConnector;
 use bdk_tools::host::{HostErrorKind, HostResult, McpCallResult, McpServerInfo, McpToolInfo};
 use bdk_tools::{BoxFuture, HostError, McpAccess};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ServerResult, Tool};
@@ -20,16 +21,10 @@ use tokio::io::DuplexStream;
 use crate::error::{McpError, Result};
 use crate::server::{Connection, Lookup};
 
-/// Opens in-process MCP sessions with the agents mounted in the same host (`agent = "<slug>"`).
-pub trait PeerConnector: Send + Sync + fmt::Debug {
-    /// One end of a new in-process session with agent `slug`'s `/v1/mcp` server, or `None`
-    /// when no agent of that slug is mounted.
-    fn connect(&self, slug: &str) -> Option<DuplexStream>;
-}
-
 /// Where the host puts its [`PeerConnector`] once every agent is mounted (registries are built
-/// before the engines they serve). Cheap to clone; clones share the slot. A later fill replaces
-/// an earlier one (a host mounted again in the same process).
+/// before the engines they serve): each hub owns one, and the host fills it through
+/// [`McpAccess::attach_peers`]. Cheap to clone; clones share the slot. A later fill replaces an
+/// earlier one (the host's routes built again).
 #[derive(Debug, Clone, Default)]
 pub struct PeerSlot(Arc<RwLock<Option<Arc<dyn PeerConnector>>>>);
 
@@ -83,6 +78,8 @@ struct Inner {
     connections: BTreeMap<String, Arc<Connection>>,
     /// Read-only annotations of the tools seen so far, by (server, tool), for sync questions.
     read_only: RwLock<HashMap<(String, String), bool>>,
+    /// Where every connection finds the host's in-process peers.
+    peers: PeerSlot,
 }
 
 /// One agent's MCP connections. Cheap to clone; clones share the servers.
@@ -114,7 +111,7 @@ impl McpHub {
                 (def.name.clone(), Arc::new(conn))
             })
             .collect();
-        Self { inner: Arc::new(Inner { connections, read_only: RwLock::new(HashMap::new()) }) }
+        Self { inner: Arc::new(Inner { connections, read_only: RwLock::new(HashMap::new()), peers }) }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -276,5 +273,9 @@ impl McpAccess for McpHub {
             let result = McpHub::call(self, &server, &tool, arguments).await.map_err(host_error)?;
             Ok(crate::convert::call_result(&result))
         })
+    }
+
+    fn attach_peers(&self, peers: Arc<dyn PeerConnector>) {
+        self.inner.peers.set(peers);
     }
 }

@@ -1,9 +1,8 @@
 //! Mounting a discovered project as a served agent: where its state lives, which model it runs
 //! on, its engine settings, and the engine itself (recovered before the first request).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use bdk_engine::clock::SystemClock;
 use bdk_engine::reminders::Reminders;
@@ -102,21 +101,13 @@ pub fn with_connections(project: &Project, registry: Arc<dyn ToolRegistry>) -> A
     }
 }
 
-/// A hub (nothing started yet) for the project's MCP connections, if it has any.
+/// A hub (nothing started yet) for the project's MCP connections, if it has any. Its peers
+/// (the other agents of the host) are attached when the host's routes are built.
 fn connections_hub(project: &Project) -> Option<bdk_mcp::McpHub> {
     if project.caps.connections.is_empty() {
         return None;
     }
-    Some(bdk_mcp::McpHub::new(&project.caps.connections, &project.bot_dir, peer_slot(&project.bot_dir)))
-}
-
-/// Where the host puts the in-process peer connector of the agent whose bot folder is
-/// `bot_dir` (the registry is built before the agents it reaches are mounted).
-pub fn peer_slot(bot_dir: &Path) -> bdk_mcp::PeerSlot {
-    static SLOTS: OnceLock<Mutex<HashMap<PathBuf, bdk_mcp::PeerSlot>>> = OnceLock::new();
-    let slots = SLOTS.get_or_init(Default::default);
-    let mut slots = slots.lock().unwrap_or_else(|p| p.into_inner());
-    slots.entry(bot_dir.to_path_buf()).or_default().clone()
+    Some(bdk_mcp::McpHub::new(&project.caps.connections, &project.bot_dir, bdk_mcp::PeerSlot::default()))
 }
 
 /// Adds the native tools `extend` registers to `project`'s model, so its manifest (`bdk info`,

@@ -10,6 +10,7 @@
 //! it stores nothing and decides nothing.
 
 use std::fmt;
+use std::sync::Arc;
 
 use bdk_protocol::{CallId, SessionId, TurnId};
 use serde::{Deserialize, Serialize};
@@ -297,4 +298,19 @@ pub trait McpAccess: Send + Sync + fmt::Debug {
 
     /// Calls `tool` on `server` with `arguments` (an object).
     fn call(&self, server: String, tool: String, arguments: Value) -> BoxFuture<'_, HostResult<McpCallResult>>;
+
+    /// Gives these connections the in-process peers of the host that mounted them (what an
+    /// `agent = "<slug>"` connection reaches). The host calls it once its agents are mounted; a
+    /// later call replaces an earlier one. Without such connections there is nothing to do.
+    fn attach_peers(&self, peers: Arc<dyn PeerConnector>) {
+        let _ = peers;
+    }
+}
+
+/// Opens in-process MCP sessions with the agents mounted in the same host (`agent = "<slug>"`).
+/// Implemented by the server; [`McpAccess::attach_peers`] hands it to an agent's connections.
+pub trait PeerConnector: Send + Sync + fmt::Debug {
+    /// One end of a new in-process session with agent `slug`'s `/v1/mcp` server, or `None`
+    /// when no agent of that slug is mounted.
+    fn connect(&self, slug: &str) -> Option<tokio::io::DuplexStream>;
 }

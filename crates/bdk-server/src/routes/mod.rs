@@ -75,8 +75,9 @@ pub fn app(state: AppState) -> Router {
 /// One agent's routes, relative to its base path.
 fn agent_routes(app: &AppState, agent: crate::state::Agent) -> Router {
     // Its `agent = "<slug>"` connections reach the agents of this host in-process.
-    crate::mount::peer_slot(&agent.project.bot_dir)
-        .set(std::sync::Arc::new(crate::mcp::LocalPeers::new(&app.agents, agent.slug())));
+    if let Some(mcp) = agent.engine.tools().mcp() {
+        mcp.attach_peers(std::sync::Arc::new(crate::mcp::LocalPeers::new(&app.agents, agent.slug())));
+    }
     let state = AgentState { base_path: app.base_path(&agent).into(), app: app.clone(), agent };
     let mut timed = Router::new();
     if app.options.dev {
