@@ -2,18 +2,24 @@
 //! `--dir` defaults to `.`, `.env` fills in (never overrides) the environment, `help --json`
 //! prints the command tree and `completions` prints a shell script.
 
+use std::io::Read;
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-use super::support::{bdk, example, run};
+use super::support::{COMMAND_TIMEOUT, OutputWithin as _, bdk, example, run, wait_until};
 
 /// Runs `bdk ARGS` with stdout a pipe whose reader is already closed.
 fn into_closed_pipe(args: &[&str]) -> (i32, String) {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = bdk().args(args).stdout(writer).stderr(Stdio::piped()).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    let mut child = bdk().args(args).stdin(Stdio::null()).stdout(writer).stderr(Stdio::piped()).spawn().unwrap();
+    let (status, in_time) = wait_until(&mut child, COMMAND_TIMEOUT);
+    assert!(in_time, "`bdk {}` ran past {COMMAND_TIMEOUT:?}", args.join(" "));
+    // It has exited: what it wrote to stderr is all in the pipe.
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    (status.code().unwrap_or(-1), stderr)
 }
 
 #[test]
@@ -51,18 +57,17 @@ fn call_and_cost_default_to_the_current_folder_and_report_diagnostics_on_stderr(
     let out = bdk()
         .current_dir(example("hello"))
         .args(["call", "word_count", "--input", r#"{"text":"one two"}"#])
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let envelope: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(envelope["result"]["words"], 2);
 
     let empty = tempfile::tempdir().unwrap();
-    let out = bdk().current_dir(empty.path()).args(["call", "word_count"]).output().unwrap();
+    let out = bdk().current_dir(empty.path()).args(["call", "word_count"]).output_within();
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty(), "diagnostics go to stderr");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no_project"));
-    let out = bdk().current_dir(empty.path()).args(["cost", "--session", "ses_x"]).output().unwrap();
+    let out = bdk().current_dir(empty.path()).args(["cost", "--session", "ses_x"]).output_within();
     assert_ne!(out.status.code(), Some(2), "--dir is not required");
 }
 
@@ -112,7 +117,7 @@ fn dot_env_fills_in_the_environment_but_never_overrides_it() {
         command.args(["run", "-m", "from dotenv", "--dir"]).arg(&project).arg("--state-root").arg(&state);
         command
     };
-    let out = scrubbed().output().unwrap();
+    let out = scrubbed().output_within();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("from dotenv"), "the echo model answered");
@@ -120,6 +125,6 @@ fn dot_env_fills_in_the_environment_but_never_overrides_it() {
 
     // A variable the environment sets wins over .env.
     std::fs::write(project.join(".env"), "BDK_MODEL_PROVIDER=scripted\n").unwrap();
-    let out = scrubbed().env("BDK_MODEL_PROVIDER", "no-such-provider").output().unwrap();
+    let out = scrubbed().env("BDK_MODEL_PROVIDER", "no-such-provider").output_within();
     assert_ne!(out.status.code(), Some(0), "the environment's bad provider is used");
 }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::serve::{Server, client, within};
-use super::support::{bdk, example};
+use super::support::{OutputWithin as _, bdk, example};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ops_bot_readme_alert_curl_is_accepted() {
@@ -57,8 +57,7 @@ async fn github_replay_signs_and_sends_a_saved_delivery() {
     let output = bdk()
         .args(["github", "replay", &fixture(), "--url", &server.origin, "--secret-env", "REVIEWS_TEST_SECRET"])
         .env("REVIEWS_TEST_SECRET", "replay-secret")
-        .output()
-        .unwrap();
+        .output_within();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let answer: Value = serde_json::from_str(&stdout).unwrap();
@@ -67,7 +66,7 @@ async fn github_replay_signs_and_sends_a_saved_delivery() {
     assert_eq!(delivery["continuationToken"], "reviews:pr:acme/checkout#42");
 
     // A missing payload is a failure with a message.
-    let missing = bdk().args(["github", "replay", "/nonexistent.json", "--url", &server.origin]).output().unwrap();
+    let missing = bdk().args(["github", "replay", "/nonexistent.json", "--url", &server.origin]).output_within();
     assert_eq!(missing.status.code(), Some(3));
 }
 
@@ -78,8 +77,7 @@ fn serve_refuses_a_github_channel_without_its_secret_outside_dev() {
     let output = bdk()
         .args(["serve", "--port", "0", "--dir", project.to_str().unwrap()])
         .env_remove("REVIEWS_TEST_SECRET")
-        .output()
-        .unwrap();
+        .output_within();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_ne!(output.status.code(), Some(0));
     assert!(stderr.contains("REVIEWS_TEST_SECRET") && stderr.contains("--dev"), "{stderr}");

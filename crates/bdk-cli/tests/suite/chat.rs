@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::support::{bdk, example};
+use super::support::{OutputWithin as _, bdk, example};
 
 const DRIVER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/suite/pty_driver.py");
 
@@ -27,7 +27,7 @@ fn on_pty(steps: Value, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     for (k, v) in env {
         command.env(k, v);
     }
-    let out = command.output().expect("python3 runs the pty driver");
+    let out = command.output_within();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
@@ -106,8 +106,7 @@ fn chat_stops_a_running_turn_and_resumes_a_session_by_id() {
     let out = first
         .env("BDK_MODEL_PROVIDER", "scripted")
         .args(["run", "--dir", &example("hello"), "-m", "first message", "--state-root", &hello_state])
-        .output()
-        .unwrap();
+        .output_within();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let id = session_id(&String::from_utf8_lossy(&out.stdout));
     let steps = json!([
@@ -130,7 +129,7 @@ fn run_refunds(state: &Path, extra: &[&str]) -> (i32, String, String) {
     scrub(&mut command);
     command.args(["run", "--dir", &example("refunds"), "-m", "order A-1001 arrived broken", "--state-root"]);
     command.arg(state).args(extra);
-    let out = command.output().unwrap();
+    let out = command.output_within();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),

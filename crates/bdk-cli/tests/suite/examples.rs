@@ -2,7 +2,7 @@
 //! `not_run_yet` warnings for parts this build does not run yet (ops-bot's hook and artifacts),
 //! and its `info` (text and JSON) is snapshotted so any change to what it exposes is reviewed.
 
-use super::support::{example, run};
+use super::support::{OutputWithin as _, example, run};
 use crate::snapshot;
 
 const EXAMPLES: &[&str] = &["hello", "pr-reviewer", "ops-bot", "refunds"];
@@ -94,7 +94,7 @@ fn the_readme_commands_of_every_example_run() {
                 if matches!(args[0].as_str(), "run" | "call") {
                     command.arg("--state-root").arg(state.path());
                 }
-                let out = command.output().unwrap();
+                let out = command.output_within();
                 assert_eq!(out.status.code(), Some(0), "{name}: `{line}`: {}", String::from_utf8_lossy(&out.stderr));
             }
             ran += 1;

@@ -555,14 +555,14 @@ async fn without_otel_variables_nothing_is_traced_and_no_traceparent_leaks() {
 
 #[test]
 fn a_bad_otel_variable_stops_serve_with_its_name() {
+    use super::support::OutputWithin as _;
     let root = tempfile::tempdir().unwrap();
     let project = write_project(root.path(), "http://127.0.0.1:9");
     let output = bdk()
         .args(["serve", "--port", "0", "--mode", "single", "--dir", project.to_str().unwrap()])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
-        .output()
-        .unwrap();
+        .output_within();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{stderr}");

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::serve::{Server, client, events, post, slow_step, stream_until, within, write_project};
+use super::support::OutputWithin as _;
 
 /// Three `bdk serve` replicas of `project` on the database at `url`, each with its own state root.
 fn three_replicas(root: &Path, project: &Path, url: &str) -> Vec<Server> {
@@ -549,8 +550,7 @@ fn a_postgres_storage_toml_without_its_url_variable_is_refused() {
         .args(["serve", "--port", "0", "--dir", project.to_str().unwrap(), "--state-root", state.to_str().unwrap()])
         .env_remove("BDK_DATABASE_URL")
         .env_remove("BDK_TEST_UNSET_DB_URL")
-        .output()
-        .unwrap();
+        .output_within();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success());
     assert!(stderr.contains("BDK_TEST_UNSET_DB_URL is not set"), "{stderr}");

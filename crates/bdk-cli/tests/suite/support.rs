@@ -2,7 +2,7 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long any one command a test runs may take before the test fails (a `serve` that starts
@@ -46,23 +46,29 @@ impl OutputWithin for Command {
         };
         let stdout = drain(Box::new(child.stdout.take().unwrap()));
         let stderr = drain(Box::new(child.stderr.take().unwrap()));
-        let started = Instant::now();
-        let (status, in_time) = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break (status, true);
-            }
-            if started.elapsed() > limit {
-                let _ = child.kill();
-                break (child.wait().unwrap(), false);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let (status, in_time) = wait_until(&mut child, limit);
         let output = Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
         if in_time { Ok(output) } else { Err(output) }
     }
 
     fn shown(&self) -> String {
         format!("{:?} {:?}", self.get_program(), self.get_args().collect::<Vec<_>>())
+    }
+}
+
+/// Waits for `child` up to `limit`, killing it past that: its exit status, and whether it
+/// ended in time.
+pub fn wait_until(child: &mut Child, limit: Duration) -> (ExitStatus, bool) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, true);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            return (child.wait().unwrap(), false);
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
