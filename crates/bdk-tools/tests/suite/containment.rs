@@ -11,7 +11,7 @@ use bdk_tools::{ToolInvocation, ToolRegistry};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Bot, call, error_text, is_dead, read_pid, time_out_after_pid_file, wait_dead, within};
+use super::{Bot, call, error_text, is_dead, read_pid, time_out_after_pid_file, within};
 
 /// Live (not zombie) processes whose environment holds `var=value`.
 fn alive_with(var: &str, value: &str) -> Vec<u32> {
@@ -142,8 +142,13 @@ async fn leftovers_in_the_ledger_are_ended_at_the_next_start() {
     assert!(ended >= 1, "{ended}");
     assert!(alive_with(contain::TAG_VAR, &tag).is_empty());
     assert_eq!(fs::read_dir(&ledger).unwrap().count(), 0);
-    let _ = child.wait();
-    wait_dead(child.id()).await;
+    // Reaped, without blocking: the sweep ended it (or `setsid` forked and exited at once).
+    within(async {
+        while child.try_wait().unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -72,17 +72,17 @@ async fn a_workspace_gets_skills_tools_catalog_seeds_and_files() {
     assert_eq!(fs::read_to_string(ws.join("notes/today.md")).unwrap(), "per-send\n");
 
     // The script really runs as the catalog says.
-    let out = std::process::Command::new(".bdk/tools/echo_msg")
+    let mut child = tokio::process::Command::new(".bdk/tools/echo_msg")
         .current_dir(&ws)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
         .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(br#"{"message": "hi"}"#)?;
-            child.wait_with_output()
-        })
         .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    within(tokio::io::AsyncWriteExt::write_all(&mut stdin, br#"{"message": "hi"}"#)).await.unwrap();
+    drop(stdin);
+    let out = within(child.wait_with_output()).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
 
     // And through the registry.
