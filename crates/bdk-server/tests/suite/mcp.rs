@@ -137,6 +137,48 @@ async fn two_agents_of_one_host_talk_as_peers() {
     host.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hosts_in_one_process_serving_the_same_folders_keep_their_peers_apart() {
+    //! Guards: an agent's `agent = "<slug>"` connection reaches the peer mounted by its own host,
+    //! even when another host in the process mounted the same project folders after it.
+    let projects = tempfile::tempdir().unwrap();
+    let connection = "description = \"The back office agent.\"\nagent = \"back\"\n";
+    let ask =
+        json!({"action": "call", "server": "back", "tool": "ask", "arguments": {"message": "ping", "waitSeconds": 15}});
+    let first = host()
+        .agents(&["front", "back"])
+        .projects_root(projects.path())
+        .file("bot/mcp-connections/back.toml", connection)
+        .script(vec![
+            ScriptStep::tool_call("c1", "mcp", ask),
+            ScriptStep::text("pong from the first host"),
+            ScriptStep::text("done"),
+        ])
+        .start()
+        .await;
+    // Mounted second, on the same folders; its model would answer differently.
+    let second = host()
+        .agents(&["front", "back"])
+        .projects_root(projects.path())
+        .file("bot/mcp-connections/back.toml", connection)
+        .start()
+        .await;
+    let started = first.start_session("ask the back office").await;
+    let id = started.session_id.to_string();
+    first.wait_for(&id, "turn.completed", None).await;
+    let events = first.events(&id).await;
+    let result = events.iter().find(|e| e.event_type() == "action.result").expect("the mcp call has a result");
+    let text = serde_json::to_string(&result.data.data_value().unwrap()).unwrap();
+    assert!(text.contains("pong from the first host"), "{text}");
+    for (host, expected) in [(&first, 1), (&second, 0)] {
+        let back = host.state.agents.iter().find(|a| a.slug() == "back").unwrap();
+        let sessions = within("the back sessions", back.engine.list(bdk_engine::ListScope::All)).await.unwrap();
+        assert_eq!(sessions.len(), expected, "the peer session belongs to the calling agent's host");
+    }
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
 /// A command tool that calls `host.mcp` through `BDK_HOST_URL`: lists servers, then echoes.
 const PROBE_TOOL: &str = r#"description = "Reach the host MCP connections."
 command = ["python3", "-c", """

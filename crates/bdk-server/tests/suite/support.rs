@@ -104,6 +104,8 @@ pub struct Builder {
     files: Vec<(String, String)>,
     /// Where the agents' state goes (`<dir>/<slug>`); a temp folder by default.
     state_root: Option<PathBuf>,
+    /// Where the projects are written (`<dir>/<slug>`); a temp folder by default.
+    projects_root: Option<PathBuf>,
 }
 
 pub fn host() -> Builder {
@@ -115,6 +117,7 @@ pub fn host() -> Builder {
         grace: Duration::from_secs(5),
         files: Vec::new(),
         state_root: None,
+        projects_root: None,
     }
 }
 
@@ -154,6 +157,12 @@ impl Builder {
         self
     }
 
+    /// Writes the projects under `root` (two hosts in one process serving the same folders).
+    pub fn projects_root(mut self, root: &Path) -> Self {
+        self.projects_root = Some(root.to_owned());
+        self
+    }
+
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -161,7 +170,7 @@ impl Builder {
 
     pub async fn start(self) -> Host {
         let dir = tempfile::tempdir().unwrap();
-        let projects_root = dir.path().join("projects");
+        let projects_root = self.projects_root.clone().unwrap_or_else(|| dir.path().join("projects"));
         for slug in &self.slugs {
             let project = write_project(&projects_root, slug);
             for (path, content) in &self.files {
