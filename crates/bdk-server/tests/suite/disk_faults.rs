@@ -16,6 +16,7 @@ use bdk_protocol::{Event, EventData};
 use serde_json::json;
 
 use super::support::*;
+use bdk_test_support::process::{COMMAND_TIMEOUT, OutputWithin as _};
 
 /// A tmpfs mounted on a temp folder, unmounted (lazily, files may still be open) on drop.
 struct Tmpfs {
@@ -29,8 +30,9 @@ impl Tmpfs {
         let mounted = Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
             .arg(dir.path())
-            .output()
+            .try_output_until(COMMAND_TIMEOUT)
             .map_err(|e| e.to_string())
+            .map(|out| out.unwrap_or_else(|_| panic!("mount ran past {COMMAND_TIMEOUT:?}")))
             .and_then(|out| {
                 out.status.success().then_some(()).ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
             });
@@ -48,7 +50,7 @@ impl Tmpfs {
     }
 
     fn remount(&self, mode: &str) {
-        let out = Command::new("mount").args(["-o", &format!("remount,{mode}")]).arg(self.path()).output().unwrap();
+        let out = Command::new("mount").args(["-o", &format!("remount,{mode}")]).arg(self.path()).output_within();
         assert!(out.status.success(), "remount {mode}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
@@ -66,7 +68,7 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).output();
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).try_output_until(COMMAND_TIMEOUT);
     }
 }
 
@@ -159,8 +161,8 @@ async fn a_host_on_a_read_only_state_root_serves_reads_and_recovers_when_writabl
     first.wait_for(&id, "session.waiting", None).await;
     let before = first.events(&id).await;
     first.shutdown().await;
-    let copied = Command::new("cp").arg("-a").arg(elsewhere.path().join("hello")).arg(tmpfs.path()).status().unwrap();
-    assert!(copied.success());
+    let copied = Command::new("cp").arg("-a").arg(elsewhere.path().join("hello")).arg(tmpfs.path()).output_within();
+    assert!(copied.status.success(), "{}", String::from_utf8_lossy(&copied.stderr));
     tmpfs.remount("ro");
 
     let host = host().state_root(tmpfs.path()).script(vec![ScriptStep::text("after the fix")]).start().await;
