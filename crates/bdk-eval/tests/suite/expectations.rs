@@ -107,7 +107,7 @@ async fn every_expectation_kind_passes_and_fails_and_all_are_reported() {
     assert!(prompt.contains("TOOL CALL lookup"), "{prompt}");
 
     // The run was saved, and its sessions live in the run's own store, with purpose "eval".
-    let saved = fx.store().load(&run.run_id).unwrap();
+    let saved = fx.store().load(&run.run_id).await.unwrap();
     assert_eq!(saved, run);
     let session = passing.attempts[0].session_id.clone().unwrap();
     let record = fx.setup.evals_dir().join(&run.run_id).join("state/sessions").join(&session).join("session.json");
