@@ -218,6 +218,13 @@ impl EvalService {
     }
 }
 
+impl Drop for EvalService {
+    /// Stops the sweep (a running run holds the service, so none is running by now).
+    fn drop(&mut self) {
+        self.root.cancel();
+    }
+}
+
 /// Recovers runs of hosts that died, every `period`, until `stop`.
 async fn sweep(store: RunStore, period: Duration, stop: CancellationToken, agent: String) {
     loop {
