@@ -19,26 +19,14 @@ pub enum EvalError {
     NotRunning(String),
     #[error("`{0}` is not an eval run id")]
     InvalidRunId(String),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("{}: not a saved eval run: {source}", path.display())]
     Corrupt {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
     },
-    #[error("opening the eval state: {0}")]
+    #[error("eval state: {0}")]
     Store(#[from] bdk_store::Error),
     #[error("building the agent's tools for evals: {0}")]
     Tools(String),
-}
-
-impl EvalError {
-    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
-        EvalError::Io { path: path.to_path_buf(), source }
-    }
 }

@@ -4,8 +4,9 @@
 //!
 //! Eval sessions carry `purpose: "eval"` and live in a store of their own under
 //! `<state dir>/evals/<runId>/state/`, so a run never changes what the served agent sees. Each
-//! run's snapshot (`run.json` beside it) is written as it progresses, so `bdk eval --compare`
-//! and the HTTP routes read runs back after a restart.
+//! run's snapshot is saved as it progresses (`run.json` beside it, or the agent's database:
+//! [`bdk_store::EvalRunStore`]), so `bdk eval --compare` and the HTTP routes read runs back
+//! after a restart, and replicas sharing a database see each other's runs.
 //!
 //! What lives here: selection ([`select`]), one attempt through the engine (`drive`), the checks
 //! (`expect`, `judge`), the batch (`runner`), results and their files ([`report`], [`store`]),

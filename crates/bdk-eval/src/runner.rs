@@ -93,17 +93,21 @@ pub async fn run_batch(
     cancel: CancellationToken,
     observe: Observer<'_>,
 ) -> RunSnapshot {
-    let run_id = lock(&shared).run_id.clone();
-    save(store, &lock(&shared));
+    let first = lock(&shared).clone();
+    let run_id = first.run_id.clone();
+    save(store, &first).await;
     let engine = match store.run_dir(&run_id).and_then(|dir| setup.engine(&dir, batch.max_concurrency)) {
         Ok(engine) => engine,
         Err(err) => {
-            let mut snapshot = lock(&shared);
-            snapshot.status = RunStatus::Failed;
-            snapshot.error = Some(err.to_string());
-            snapshot.finished_at = Some(Utc::now());
-            save(store, &snapshot);
-            return snapshot.clone();
+            let snapshot = {
+                let mut snapshot = lock(&shared);
+                snapshot.status = RunStatus::Failed;
+                snapshot.error = Some(err.to_string());
+                snapshot.finished_at = Some(Utc::now());
+                snapshot.clone()
+            };
+            save(store, &snapshot).await;
+            return snapshot;
         }
     };
     let units: Vec<(usize, u32)> = lock(&shared)
@@ -124,13 +128,16 @@ pub async fn run_batch(
                 let Ok((index, attempt)) = joined else { continue };
                 let iteration = attempt.iteration;
                 running[index] = running[index].saturating_sub(1);
-                let mut snapshot = lock(&shared);
-                let case = &mut snapshot.cases[index];
-                case.attempts.push(attempt);
-                case.attempts.sort_by_key(|a| a.iteration);
-                case.settle(running[index] > 0, false);
-                snapshot.settle_totals();
-                save(store, &snapshot);
+                let snapshot = {
+                    let mut snapshot = lock(&shared);
+                    let case = &mut snapshot.cases[index];
+                    case.attempts.push(attempt);
+                    case.attempts.sort_by_key(|a| a.iteration);
+                    case.settle(running[index] > 0, false);
+                    snapshot.settle_totals();
+                    snapshot.clone()
+                };
+                save(store, &snapshot).await;
                 let case = &snapshot.cases[index];
                 if let Some(attempt) = case.attempts.iter().find(|a| a.iteration == iteration) {
                     observe(Progress::Finished { case: &case.id, attempt }, &snapshot);
@@ -160,15 +167,18 @@ pub async fn run_batch(
             else => break,
         }
     }
-    let mut snapshot = lock(&shared);
-    for case in &mut snapshot.cases {
-        case.settle(false, cancelled);
-    }
-    snapshot.settle_totals();
-    snapshot.status = if cancelled { RunStatus::Cancelled } else { RunStatus::Completed };
-    snapshot.finished_at = Some(Utc::now());
-    save(store, &snapshot);
-    snapshot.clone()
+    let snapshot = {
+        let mut snapshot = lock(&shared);
+        for case in &mut snapshot.cases {
+            case.settle(false, cancelled);
+        }
+        snapshot.settle_totals();
+        snapshot.status = if cancelled { RunStatus::Cancelled } else { RunStatus::Completed };
+        snapshot.finished_at = Some(Utc::now());
+        snapshot.clone()
+    };
+    save(store, &snapshot).await;
+    snapshot
 }
 
 async fn run_attempt(
@@ -225,8 +235,8 @@ fn lock(shared: &Mutex<RunSnapshot>) -> MutexGuard<'_, RunSnapshot> {
     shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn save(store: &RunStore, snapshot: &RunSnapshot) {
-    if let Err(err) = store.save(snapshot) {
+async fn save(store: &RunStore, snapshot: &RunSnapshot) {
+    if let Err(err) = store.save(snapshot).await {
         tracing::warn!(run = %snapshot.run_id, "saving the eval run failed: {err}");
     }
 }

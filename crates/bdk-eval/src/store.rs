@@ -1,28 +1,41 @@
-//! Saved runs: `<state dir>/evals/<runId>/run.json` (the snapshot, rewritten as the run
-//! progresses, atomically) beside `<runId>/state/` (the run's own sessions and host-code state).
-//! Runs left `running` by a process that stopped are marked failed when the store is recovered.
+//! Saved runs, typed: the run snapshots of one agent in a [`bdk_store::EvalRunStore`] (by
+//! default the files `<state dir>/evals/<runId>/run.json`; in PostgreSQL when the agent's state
+//! is there), and each run's local folder `<state dir>/evals/<runId>/state/` holding the run's
+//! own sessions and host-code state on the machine that runs it. Runs left `running` by a host
+//! that stopped are marked failed when the store is recovered (what "stopped" means is the
+//! backend's: see [`bdk_store::EvalRunStore::claim_interrupted`]).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bdk_store::evals::{RUN_ID_PREFIX, is_run_id};
+use bdk_store::{EvalRunRecord, EvalRunStore, FsEvalRuns};
 
 use crate::error::{EvalError, Result};
 use crate::report::{CaseStatus, RunSnapshot, RunStatus};
 
-/// The id prefix of eval runs.
-const PREFIX: &str = "evr_";
-const RUN_FILE: &str = "run.json";
 /// The error a run left `running` by a stopped process gets.
 pub const INTERRUPTED: &str = "the host stopped before the run finished";
 
-/// One agent's saved runs.
+/// One agent's saved runs. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct RunStore {
+    /// `<state dir>/evals`: the runs' local folders (and, on the filesystem, their snapshots).
     dir: PathBuf,
+    saved: Arc<dyn EvalRunStore>,
 }
 
 impl RunStore {
-    /// The runs under `evals_dir` (`<state dir>/evals`).
+    /// The runs under `evals_dir` (`<state dir>/evals`), snapshots as files there.
     pub fn new(evals_dir: impl Into<PathBuf>) -> Self {
-        Self { dir: evals_dir.into() }
+        let dir = evals_dir.into();
+        Self { saved: Arc::new(FsEvalRuns::new(dir.clone())), dir }
+    }
+
+    /// Snapshots kept by `saved` (a database); the runs' local folders under `evals_dir`.
+    pub fn with_backend(evals_dir: impl Into<PathBuf>, saved: Arc<dyn EvalRunStore>) -> Self {
+        Self { dir: evals_dir.into(), saved }
     }
 
     pub fn dir(&self) -> &Path {
@@ -33,71 +46,67 @@ impl RunStore {
     pub fn new_run_id() -> String {
         let session = bdk_protocol::SessionId::generate();
         let suffix = session.as_str().split_once('_').map_or(session.as_str(), |(_, s)| s);
-        format!("{PREFIX}{}", suffix.to_ascii_lowercase())
+        format!("{RUN_ID_PREFIX}{}", suffix.to_ascii_lowercase())
     }
 
-    /// The run's folder; refuses ids that are not run ids (they name paths).
+    /// The run's local folder; refuses ids that are not run ids (they name paths).
     pub fn run_dir(&self, run_id: &str) -> Result<PathBuf> {
-        let valid =
-            run_id.strip_prefix(PREFIX).is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric()));
-        if !valid {
+        if !is_run_id(run_id) {
             return Err(EvalError::InvalidRunId(run_id.to_owned()));
         }
         Ok(self.dir.join(run_id))
     }
 
-    /// Writes the snapshot (a temporary file renamed over the old one).
-    pub fn save(&self, snapshot: &RunSnapshot) -> Result<()> {
-        let dir = self.run_dir(&snapshot.run_id)?;
-        std::fs::create_dir_all(&dir).map_err(|e| EvalError::io(&dir, e))?;
-        let path = dir.join(RUN_FILE);
-        let tmp = dir.join(format!("{RUN_FILE}.tmp"));
-        let body =
-            serde_json::to_vec_pretty(snapshot).map_err(|source| EvalError::Corrupt { path: path.clone(), source })?;
-        std::fs::write(&tmp, body).map_err(|e| EvalError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| EvalError::io(&path, e))
+    /// Saves a new run, unless another run of the agent is running on another live host
+    /// (`AlreadyRunning` with its id; a store one process owns never refuses).
+    pub async fn begin(&self, snapshot: &RunSnapshot) -> Result<()> {
+        self.run_dir(&snapshot.run_id)?;
+        match self.saved.begin(record(snapshot)?).await? {
+            Some(other) => Err(EvalError::AlreadyRunning(other)),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the snapshot (atomically for readers).
+    pub async fn save(&self, snapshot: &RunSnapshot) -> Result<()> {
+        self.run_dir(&snapshot.run_id)?;
+        Ok(self.saved.save(record(snapshot)?).await?)
     }
 
     /// A saved run by id.
-    pub fn load(&self, run_id: &str) -> Result<RunSnapshot> {
-        let path = self.run_dir(run_id)?.join(RUN_FILE);
-        match std::fs::read(&path) {
-            Ok(bytes) => read(&path, &bytes),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Err(EvalError::RunNotFound(run_id.to_owned())),
-            Err(err) => Err(EvalError::io(&path, err)),
+    pub async fn load(&self, run_id: &str) -> Result<RunSnapshot> {
+        self.run_dir(run_id)?;
+        match self.saved.load(run_id).await? {
+            Some(value) => typed(value).map_err(|source| EvalError::Corrupt { path: self.dir.join(run_id), source }),
+            None => Err(EvalError::RunNotFound(run_id.to_owned())),
         }
     }
 
     /// Every saved run, newest first. Unreadable ones are skipped with a warning.
-    pub fn list(&self) -> Result<Vec<RunSnapshot>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(err) => return Err(EvalError::io(&self.dir, err)),
-        };
-        let mut runs = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if self.run_dir(&name).is_err() {
-                continue;
-            }
-            match self.load(&name) {
+    pub async fn list(&self) -> Result<Vec<RunSnapshot>> {
+        let mut runs: Vec<RunSnapshot> = Vec::new();
+        for value in self.saved.list().await? {
+            let id = value.get("runId").and_then(|v| v.as_str()).unwrap_or("?").to_owned();
+            match typed(value) {
                 Ok(run) => runs.push(run),
-                Err(EvalError::RunNotFound(_)) => {}
-                Err(err) => tracing::warn!("skipping eval run {name}: {err}"),
+                Err(err) => tracing::warn!("skipping eval run {id}: {err}"),
             }
         }
         runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.run_id.cmp(&a.run_id)));
         Ok(runs)
     }
 
-    /// Marks runs left `running` by a process that stopped as failed. Returns how many.
-    pub fn recover(&self) -> Result<usize> {
+    /// Marks runs left `running` by a host that stopped as failed. Returns how many.
+    pub async fn recover(&self) -> Result<usize> {
         let mut n = 0;
-        for mut run in self.list()? {
-            if run.status != RunStatus::Running {
-                continue;
-            }
+        for value in self.saved.claim_interrupted().await? {
+            let mut run = match typed(value) {
+                Ok(run) => run,
+                Err(err) => {
+                    tracing::warn!("skipping an unreadable interrupted eval run: {err}");
+                    continue;
+                }
+            };
             run.status = RunStatus::Failed;
             run.error = Some(INTERRUPTED.into());
             run.finished_at = Some(chrono::Utc::now());
@@ -107,11 +116,40 @@ impl RunStore {
                 }
             }
             run.settle_totals();
-            self.save(&run)?;
+            self.save(&run).await?;
             n += 1;
         }
         Ok(n)
     }
+
+    /// How often a serving host recovers runs (`None`: once at start is all).
+    pub fn sweep_period(&self) -> Option<Duration> {
+        self.saved.sweep_period()
+    }
+
+    /// Whether several hosts share these runs (a run may be running on another one).
+    pub fn shared(&self) -> bool {
+        self.sweep_period().is_some()
+    }
+
+    /// Asks the host running `run_id` elsewhere to cancel it; `false` when it is not running.
+    pub async fn request_cancel(&self, run_id: &str) -> Result<bool> {
+        Ok(self.saved.request_cancel(run_id).await?)
+    }
+
+    /// Whether another host asked to cancel this host's run `run_id`.
+    pub async fn cancel_requested(&self, run_id: &str) -> Result<bool> {
+        Ok(self.saved.cancel_requested(run_id).await?)
+    }
+}
+
+fn record(snapshot: &RunSnapshot) -> Result<EvalRunRecord> {
+    let value = serde_json::to_value(snapshot).map_err(bdk_store::Error::Encode)?;
+    Ok(EvalRunRecord::from_snapshot(value)?)
+}
+
+fn typed(value: serde_json::Value) -> std::result::Result<RunSnapshot, serde_json::Error> {
+    serde_json::from_value(value)
 }
 
 /// Reads a run file (`bdk eval --compare` also takes a path to one).

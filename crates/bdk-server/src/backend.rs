@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bdk_project::Project;
-use bdk_store::{FsStore, Stores, TimedStore};
+use bdk_store::{EvalRunStore, FsEvalRuns, FsStore, Stores, TimedStore};
 use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
 
 /// The variable that gives every agent of the host one database.
@@ -34,6 +34,14 @@ impl AgentStore {
         match self {
             AgentStore::Fs(store) => Arc::new(store.clone()),
             AgentStore::Pg(store) => store.timed(),
+        }
+    }
+
+    /// The agent's saved eval runs: `<state dir>/evals/<runId>/run.json`, or the database's rows.
+    pub fn eval_runs(&self) -> Arc<dyn EvalRunStore> {
+        match self {
+            AgentStore::Fs(store) => Arc::new(FsEvalRuns::new(store.layout().root().join("evals"))),
+            AgentStore::Pg(store) => store.eval_runs(),
         }
     }
 

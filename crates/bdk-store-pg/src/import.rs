@@ -1,11 +1,14 @@
 //! `bdk migrate --from-fs`: copies one agent's filesystem state directory into the database:
 //! sessions with their events exactly as logged (indices and times kept), session and agent kv
-//! and files, workspaces, firings and reminders. Sessions already in the database are skipped,
-//! so an interrupted import can be run again.
+//! and files, workspaces, firings, reminders and saved eval runs (`evals/<runId>/run.json`; a
+//! run's own `state/` folder stays behind, as it does on every replica). Sessions and runs
+//! already in the database are skipped, so an interrupted import can be run again.
 
 use std::path::Path;
 
-use bdk_store::{DataScope, EventLog, FsStore, HostDataStore, KvStore, SessionStore, TimedKind, TimedStore};
+use bdk_store::{
+    DataScope, EventLog, FsEvalRuns, FsStore, HostDataStore, KvStore, SessionStore, TimedKind, TimedStore,
+};
 
 use crate::error::{db, encode};
 use crate::store::PgStore;
@@ -21,6 +24,8 @@ pub struct ImportReport {
     pub workspaces: usize,
     pub firings: usize,
     pub reminders: usize,
+    pub eval_runs: usize,
+    pub skipped_eval_runs: usize,
 }
 
 /// Rows inserted per statement when copying a log.
@@ -89,7 +94,30 @@ impl PgStore {
                 }
             }
         }
+        let (copied, skipped) = self.import_eval_runs(&FsEvalRuns::new(from.layout().root().join("evals"))).await?;
+        report.eval_runs = copied;
+        report.skipped_eval_runs = skipped;
         Ok(report)
+    }
+
+    /// Copies saved eval runs; a run already in the database is skipped. A run the files say is
+    /// `running` gets an expired owner, so the first replica that recovers runs marks it failed,
+    /// as a restart of the filesystem host would.
+    async fn import_eval_runs(&self, from: &FsEvalRuns) -> bdk_store::Result<(usize, usize)> {
+        let (mut copied, mut skipped) = (0, 0);
+        let client = self.db.client().await?;
+        for run in from.read_all()? {
+            let inserted = client
+                .execute(
+                    "INSERT INTO bdk_eval_runs (agent, run_id, status, started_at, snapshot, replica, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, now()) ON CONFLICT (agent, run_id) DO NOTHING",
+                    &[&&*self.agent, &run.run_id, &run.status, &run.started_at, &run.snapshot, &"import"],
+                )
+                .await
+                .map_err(db)?;
+            if inserted == 1 { copied += 1 } else { skipped += 1 }
+        }
+        Ok((copied, skipped))
     }
 }
 

@@ -44,8 +44,9 @@ pub(crate) fn replica_id() -> String {
     format!("r{}-{suffix}", std::process::id())
 }
 
-/// Renews every lease this replica holds, every third of `period`, until the database handle
-/// is dropped. A failed renewal is logged; the next one tries again.
+/// Renews every lease this replica holds (sessions, and the eval runs it runs), every third of
+/// `period`, until the database handle is dropped. A failed renewal is logged; the next one
+/// tries again.
 pub(crate) async fn heartbeat(pool: Pool, replica: String, period: Duration) {
     let millis = period.as_millis() as f64;
     let mut tick = tokio::time::interval(period / 3);
@@ -58,6 +59,15 @@ pub(crate) async fn heartbeat(pool: Pool, replica: String, period: Duration) {
                 .execute(
                     "UPDATE bdk_session_leases SET expires_at = now() + $2::float8 * interval '1 millisecond' \
                      WHERE replica = $1",
+                    &[&replica, &millis],
+                )
+                .await
+                .map_err(db)?;
+            // The eval runs this replica runs live as long as its sessions' leases do.
+            client
+                .execute(
+                    "UPDATE bdk_eval_runs SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+                     WHERE replica = $1 AND status = 'running'",
                     &[&replica, &millis],
                 )
                 .await

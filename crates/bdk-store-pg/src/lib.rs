@@ -4,7 +4,7 @@
 //! - [`PgDatabase`]: the connection pool, the embedded migrations and the one `LISTEN`
 //!   connection that tells followers on this replica about appends made on any replica.
 //! - [`PgStore`]: one agent's view of the database (rows are keyed by the agent's slug), which
-//!   implements every store trait (artifacts and session leases included).
+//!   implements every store trait (artifacts, session leases and saved eval runs included).
 //!
 //! The database enforces what several writers must agree on: dense per-session event indices
 //! (a trigger), one firing per `(kind, owner, due time)` (a primary key).
@@ -13,6 +13,7 @@ mod artifacts;
 mod data;
 mod db;
 mod error;
+mod evals;
 mod events;
 mod import;
 mod leases;

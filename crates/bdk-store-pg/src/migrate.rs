@@ -12,6 +12,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("session_leases", include_str!("../migrations/0002_session_leases.sql")),
     ("artifacts", include_str!("../migrations/0003_artifacts.sql")),
     ("turn_slots", include_str!("../migrations/0004_turn_slots.sql")),
+    ("eval_runs", include_str!("../migrations/0005_eval_runs.sql")),
 ];
 
 /// The schema version this build writes and reads.

@@ -7,6 +7,7 @@ pub mod artifacts;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
+pub mod evals;
 pub mod fs;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -22,6 +23,7 @@ pub use api::{
 };
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
+pub use evals::{EvalRunRecord, EvalRunStore, FsEvalRuns};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
 pub use layer::LogLayer;
 pub use lease::{Claim, Incoming, SessionLeases, SlotClaim};

@@ -36,7 +36,8 @@ pub fn run(args: &EvalArgs, embed: &Embed) -> anyhow::Result<Exit> {
     let state_dir = mount::state_dir(&project, args.state_root.as_deref());
     let store = RunStore::new(state_dir.join("evals"));
     if let Some(pair) = &args.compare {
-        return compare(&store, &pair[0], &pair[1], args.json);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().context("starting the runtime")?;
+        return runtime.block_on(compare(&store, &pair[0], &pair[1], args.json));
     }
     let Some(evals) = project.evals.as_ref() else {
         bail!("{} has no evals/ folder; add evals/evals.toml and a *.eval.toml file", project.dir.display());
@@ -114,10 +115,12 @@ fn eval_setup(
     }
 }
 
-/// The eval service `serve` mounts for `project` (the `/v1/dev/evals...` routes).
-pub(super) fn service(
+/// The eval service `serve` mounts for `project` (the `/v1/dev/evals...` routes), its runs
+/// saved in `runs` (the agent's backend).
+pub(super) async fn service(
     project: &Project,
     state_dir: &Path,
+    runs: Arc<dyn bdk_store::EvalRunStore>,
     provider: Arc<dyn ModelProvider>,
     price: Option<Price>,
     embed: &Embed,
@@ -125,7 +128,10 @@ pub(super) fn service(
 ) -> anyhow::Result<Arc<bdk_eval::EvalService>> {
     let mut setup = eval_setup(Arc::new(project.clone()), state_dir.to_path_buf(), provider, price, embed);
     setup.telemetry = telemetry;
-    bdk_eval::EvalService::new(setup).with_context(|| format!("{}: reading saved eval runs", project.slug))
+    let store = RunStore::with_backend(setup.evals_dir(), runs);
+    bdk_eval::EvalService::open(setup, store)
+        .await
+        .with_context(|| format!("{}: reading saved eval runs", project.slug))
 }
 
 async fn run_batch(setup: &EvalSetup, store: &RunStore, batch: Batch) -> anyhow::Result<RunSnapshot> {
@@ -291,17 +297,17 @@ fn write_junit(path: &Path, run: &RunSnapshot) -> anyhow::Result<()> {
 }
 
 /// A run by id from the store, or a `run.json` file by path.
-fn load(store: &RunStore, which: &str) -> anyhow::Result<RunSnapshot> {
+async fn load(store: &RunStore, which: &str) -> anyhow::Result<RunSnapshot> {
     let path = Path::new(which);
     if path.is_file() {
         let bytes = std::fs::read(path).with_context(|| format!("reading {which}"))?;
         return Ok(bdk_eval::store::read(path, &bytes)?);
     }
-    store.load(which).with_context(|| format!("loading eval run {which} from {}", store.dir().display()))
+    store.load(which).await.with_context(|| format!("loading eval run {which} from {}", store.dir().display()))
 }
 
-fn compare(store: &RunStore, a: &str, b: &str, json: bool) -> anyhow::Result<Exit> {
-    let (before, after) = (load(store, a)?, load(store, b)?);
+async fn compare(store: &RunStore, a: &str, b: &str, json: bool) -> anyhow::Result<Exit> {
+    let (before, after) = (load(store, a).await?, load(store, b).await?);
     let comparison = bdk_eval::compare::compare(&before, &after);
     if json {
         println!("{}", serde_json::to_string_pretty(&comparison)?);

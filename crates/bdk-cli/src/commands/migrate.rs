@@ -75,6 +75,7 @@ async fn migrate(args: &MigrateArgs) -> anyhow::Result<Exit> {
                     "agent": slug, "sessions": r.sessions, "skippedSessions": r.skipped_sessions,
                     "events": r.events, "kv": r.kv, "files": r.files, "workspaces": r.workspaces,
                     "firings": r.firings, "reminders": r.reminders,
+                    "evalRuns": r.eval_runs, "skippedEvalRuns": r.skipped_eval_runs,
                 })
             })
             .collect();
@@ -98,8 +99,17 @@ async fn migrate(args: &MigrateArgs) -> anyhow::Result<Exit> {
         }
         for (slug, r) in &imported {
             println!(
-                "  {slug}: {} sessions ({} events), {} already there; {} kv, {} files, {} workspaces, {} firings, {} reminders",
-                r.sessions, r.events, r.skipped_sessions, r.kv, r.files, r.workspaces, r.firings, r.reminders
+                "  {slug}: {} sessions ({} events), {} already there; {} kv, {} files, {} workspaces, {} firings, {} reminders; {} eval runs ({} already there)",
+                r.sessions,
+                r.events,
+                r.skipped_sessions,
+                r.kv,
+                r.files,
+                r.workspaces,
+                r.firings,
+                r.reminders,
+                r.eval_runs,
+                r.skipped_eval_runs
             );
         }
     }

@@ -126,7 +126,8 @@ async fn serve(
     let mut agents = Vec::with_capacity(projects.len());
     // Tool calls reach the host services with tokens from this table (`BDK_HOST_TOKEN`).
     let host_tokens = HostTokens::new();
-    // Each agent's eval runs (`/v1/dev/evals...`), on state of their own under `<dir>/evals/`.
+    // Each agent's eval runs (`/v1/dev/evals...`): saved where the agent's state is, each run's
+    // own sessions under `<dir>/evals/<runId>/state/` on this machine.
     let mut evals = std::collections::HashMap::new();
     // Filesystem by default; PostgreSQL with --database-url / BDK_DATABASE_URL / storage.toml.
     let pg_options = bdk_store_pg::PgOptions {
@@ -162,11 +163,13 @@ async fn serve(
             slug.clone(),
             Remount { state_dir: dir.clone(), reminders: reminder_slot.clone(), cli_model: ModelLayer::default(), hub },
         );
+        let store = backends.open(&project, &dir).await?;
+        let runs = store.eval_runs();
+        let telemetry = installed.telemetry.clone();
         evals.insert(
             slug.clone(),
-            super::eval::service(&project, &dir, provider.clone(), resolved.price, embed, installed.telemetry.clone())?,
+            super::eval::service(&project, &dir, runs, provider.clone(), resolved.price, embed, telemetry).await?,
         );
-        let store = backends.open(&project, &dir).await?;
         let backend = store.backend();
         let (agent, recovered) =
             mount::mount_on(project, &dir, store, provider, tools, options, &reminder_slot).await?;

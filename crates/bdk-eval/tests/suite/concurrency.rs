@@ -117,6 +117,6 @@ async fn cancelling_a_batch_stops_running_sessions() {
     assert_eq!(case.attempts.len(), 1, "later iterations never started");
     assert_eq!(case.attempts[0].outcome, Outcome::Cancelled);
     assert!(fx.model.disconnects() <= 1);
-    assert_eq!(store.load(&run.run_id).unwrap().status, RunStatus::Cancelled);
+    assert_eq!(store.load(&run.run_id).await.unwrap().status, RunStatus::Cancelled);
     let _ = Duration::ZERO;
 }

@@ -107,8 +107,10 @@ async fn every_expectation_kind_passes_and_fails_and_all_are_reported() {
     assert!(prompt.contains("TOOL CALL lookup"), "{prompt}");
 
     // The run was saved, and its sessions live in the run's own store, with purpose "eval".
-    let saved = fx.store().load(&run.run_id).unwrap();
+    let saved = fx.store().load(&run.run_id).await.unwrap();
     assert_eq!(saved, run);
+    let file = std::fs::read(fx.setup.evals_dir().join(&run.run_id).join("run.json")).unwrap();
+    assert_eq!(file, serde_json::to_vec_pretty(&run).unwrap(), "run.json holds the snapshot as it always did");
     let session = passing.attempts[0].session_id.clone().unwrap();
     let record = fx.setup.evals_dir().join(&run.run_id).join("state/sessions").join(&session).join("session.json");
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(record).unwrap()).unwrap();

@@ -107,7 +107,7 @@ struct RunList {
 
 /// `GET /v1/dev/evals/runs`: `{runs, activeRunId?}`, newest first.
 async fn list_runs(State(state): State<AgentState>) -> ApiResult<OkJson<RunList>> {
-    let (runs, active_run_id) = service(&state)?.runs().map_err(eval_error)?;
+    let (runs, active_run_id) = service(&state)?.runs().await.map_err(eval_error)?;
     Ok(OkJson(RunList { runs, active_run_id }))
 }
 
@@ -131,13 +131,13 @@ async fn start(State(state): State<AgentState>, body: Bytes) -> ApiResult<(Statu
         return Err(ApiError::invalid_request("iterations must be at least 1"));
     }
     let request = StartRun { filter_ids: body.filter_ids, tags: body.tags, iterations: body.iterations };
-    let snapshot = service.start(request).map_err(eval_error)?;
+    let snapshot = service.start(request).await.map_err(eval_error)?;
     Ok((StatusCode::ACCEPTED, OkJson(snapshot)))
 }
 
 /// `GET /v1/dev/evals/runs/:runId`: the run's snapshot (live while it runs).
 async fn get_run(State(state): State<AgentState>, Path(run_id): Path<String>) -> ApiResult<OkJson<RunSnapshot>> {
-    Ok(OkJson(service(&state)?.run(&run_id).map_err(eval_error)?))
+    Ok(OkJson(service(&state)?.run(&run_id).await.map_err(eval_error)?))
 }
 
 /// `POST /v1/dev/evals/runs/:runId/cancel`: 200 with the snapshot once its attempts stopped.

@@ -1,7 +1,10 @@
 //! The eval routes' lifecycle over a real listener: list the evals, start a run (202), nothing
 //! matches (404), a second start while one runs (409), poll, cancel (200, then 409 not running,
 //! 404 unknown), a run to completion, and every run listed again by a fresh host on the same
-//! state, with a run a stopped process left `running` marked failed.
+//! state, with a run a stopped process left `running` marked failed. On PostgreSQL (needs
+//! `BDK_TEST_DATABASE_URL`, skipped loudly without), two replicas share the runs: a run started
+//! on one is listed, polled, guarded (409) and cancelled through the other, and a run a dead
+//! replica left `running` is marked failed by exactly one of them.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -79,6 +82,11 @@ impl Served {
 
 /// Serves the project in `root/hello` with evals on `state`, as `bdk serve` mounts it.
 async fn serve(root: &Path, state: &Path, provider: Arc<Gate>) -> Served {
+    serve_runs(root, state, provider, RunStore::new(state.join("evals"))).await
+}
+
+/// Serves the project in `root/hello` with its eval runs saved in `runs`.
+async fn serve_runs(root: &Path, state: &Path, provider: Arc<Gate>, runs: RunStore) -> Served {
     let mut discovery = bdk_project::discover(&[root.join("hello")]);
     assert!(!discovery.has_errors(), "{:?}", discovery.all_diagnostics().collect::<Vec<_>>());
     let project = discovery.projects.remove(0);
@@ -99,7 +107,7 @@ async fn serve(root: &Path, state: &Path, provider: Arc<Gate>) -> Served {
         tools: Arc::new(|_: &Path| Ok(Arc::new(bdk_tools::NoTools) as Arc<dyn bdk_tools::ToolRegistry>)),
         telemetry: Default::default(),
     };
-    let evals = HashMap::from([("hello".to_owned(), EvalService::new(setup).unwrap())]);
+    let evals = HashMap::from([("hello".to_owned(), EvalService::open(setup, runs).await.unwrap())]);
     let app =
         AppState::new(vec![Agent::new(project, engine)], ServeOptions::default(), LogBuffer::new(10)).with_evals(evals);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -129,10 +137,9 @@ async fn call(
     reply(within("a response", request.send()).await.unwrap()).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("projects");
+/// The project `root/hello`: a `smoke` eval that passes and a `slow` one whose model call
+/// waits until it is cancelled.
+fn project(root: &Path) {
     let project = root.join("hello");
     write(&project, "bot/agent.toml", "description = \"A test agent.\"\n");
     write(&project, "bot/instructions.md", "Answer briefly.\n");
@@ -143,6 +150,13 @@ async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
         "tags = [\"smoke\"]\nmessage = \"hi there\"\n[expect]\nreply_includes = [\"hi\"]\n",
     );
     write(&project, "evals/slow.eval.toml", "tags = [\"slow\"]\nmessage = \"be slow\"\n[expect]\nsucceeded = true\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("projects");
+    project(&root);
     let state = dir.path().join("state");
     let gate = Arc::new(Gate::default());
     let served = serve(&root, &state, gate.clone()).await;
@@ -217,10 +231,10 @@ async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
 
     // A run a stopped process left `running` is failed on the next start; every run is listed.
     let store = RunStore::new(state.join("evals"));
-    let mut orphan = store.load(&second).unwrap();
+    let mut orphan = store.load(&second).await.unwrap();
     orphan.run_id = RunStore::new_run_id();
     orphan.status = bdk_eval::RunStatus::Running;
-    store.save(&orphan).unwrap();
+    store.save(&orphan).await.unwrap();
     let served = serve(&root, &state, gate).await;
     let runs = call(&client, Method::GET, format!("{}/v1/dev/evals/runs", served.base), None).await;
     let listed: Vec<(&str, &str)> = runs.body["runs"]
@@ -235,4 +249,105 @@ async fn eval_runs_start_poll_cancel_finish_and_survive_a_restart() {
     assert!(listed.contains(&(orphan.run_id.as_str(), "failed")));
     assert!(runs.body.get("activeRunId").is_none());
     served.shutdown().await;
+}
+
+/// Polls `url` until the run is no longer `running`.
+async fn until_ended(client: &reqwest::Client, url: String) -> super::support::Reply {
+    within("the run to end", async {
+        loop {
+            let polled = call(client, reqwest::Method::GET, url.clone(), None).await;
+            if polled.body["status"] != "running" {
+                return polled;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eval_runs_on_postgres_are_shared_by_replicas() {
+    use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
+    use reqwest::Method;
+
+    let Some(db) = bdk_test_support::postgres::fresh("eval_routes").await else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("projects");
+    project(&root);
+    // Leases (and so the services' own sweeps) of an hour: the recovery below is the test's.
+    let options = PgOptions {
+        schema: Some(db.schema().to_owned()),
+        pool_size: 4,
+        session_lease: std::time::Duration::from_secs(3600),
+        ..PgOptions::default()
+    };
+    // Two replicas: a database handle each (their own replica ids), a state directory each.
+    let mut stores = Vec::new();
+    let mut hosts = Vec::new();
+    let gate = Arc::new(Gate::default());
+    for name in ["a", "b"] {
+        let state = dir.path().join(name);
+        let store = PgStore::new(PgDatabase::connect(db.base_url(), &options).await.unwrap(), "hello", &state);
+        let runs = RunStore::with_backend(state.join("evals"), store.eval_runs());
+        hosts.push(serve_runs(&root, &state, gate.clone(), runs.clone()).await);
+        stores.push(runs);
+    }
+    let client = reqwest::Client::builder().timeout(WAIT).build().unwrap();
+    let (a, b) = (&hosts[0].base, &hosts[1].base);
+
+    // A run that hangs in its model call, on a.
+    let started = call(&client, Method::POST, format!("{a}/v1/dev/evals/runs"), Some(json!({"tags": ["slow"]}))).await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    let run_id = started.body["runId"].as_str().unwrap().to_owned();
+    within("the slow model call", gate.slow_called.notified()).await;
+
+    // b lists it as running, polls it, and refuses a second run for the group.
+    let runs = call(&client, Method::GET, format!("{b}/v1/dev/evals/runs"), None).await;
+    assert_eq!(runs.status, 200, "{}", runs.text);
+    assert_eq!(runs.body["activeRunId"], json!(run_id), "{}", runs.text);
+    assert_eq!(runs.body["runs"][0]["status"], "running");
+    let polled = call(&client, Method::GET, format!("{b}/v1/dev/evals/runs/{run_id}"), None).await;
+    assert_eq!(polled.body["status"], "running", "{}", polled.text);
+    let busy = call(&client, Method::POST, format!("{b}/v1/dev/evals/runs"), None).await;
+    busy.assert_error(409, "eval_run_active");
+
+    // A cancel sent to b stops the run on a.
+    let cancelled = call(&client, Method::POST, format!("{b}/v1/dev/evals/runs/{run_id}/cancel"), None).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text);
+    assert_eq!(cancelled.body["status"], "cancelled", "{}", cancelled.text);
+    assert_eq!(cancelled.body["cases"][0]["attempts"][0]["outcome"], "cancelled");
+    let again = call(&client, Method::POST, format!("{a}/v1/dev/evals/runs/{run_id}/cancel"), None).await;
+    again.assert_error(409, "eval_run_not_running");
+
+    // A run started on b is polled to completion on a.
+    let started =
+        call(&client, Method::POST, format!("{b}/v1/dev/evals/runs"), Some(json!({"filterIds": ["smoke"]}))).await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    let second = started.body["runId"].as_str().unwrap().to_owned();
+    let finished = until_ended(&client, format!("{a}/v1/dev/evals/runs/{second}")).await;
+    assert_eq!(finished.body["status"], "completed", "{}", finished.text);
+    assert_eq!(finished.body["cases"][0]["status"], "passed", "{}", finished.text);
+
+    // A run left running by a replica that is gone (its lease past): both recover at once,
+    // exactly one marks it failed.
+    let orphan = RunStore::new_run_id();
+    db.execute(&format!(
+        "INSERT INTO bdk_eval_runs (agent, run_id, status, started_at, snapshot, replica, expires_at) \
+         SELECT agent, '{orphan}', 'running', started_at, \
+                jsonb_set(jsonb_set(snapshot, '{{runId}}', '\"{orphan}\"'), '{{status}}', '\"running\"'), \
+                'gone', now() - interval '1 second' \
+         FROM bdk_eval_runs WHERE run_id = '{second}'"
+    ))
+    .await;
+    let (x, y) = tokio::join!(stores[0].recover(), stores[1].recover());
+    assert_eq!(x.unwrap() + y.unwrap(), 1, "marked failed exactly once");
+    let failed = call(&client, Method::GET, format!("{b}/v1/dev/evals/runs/{orphan}"), None).await;
+    assert_eq!(failed.body["status"], "failed", "{}", failed.text);
+    assert_eq!(failed.body["error"], bdk_eval::store::INTERRUPTED);
+    let runs = call(&client, Method::GET, format!("{a}/v1/dev/evals/runs"), None).await;
+    assert_eq!(runs.body["runs"].as_array().unwrap().len(), 3, "{}", runs.text);
+    assert!(runs.body.get("activeRunId").is_none(), "{}", runs.text);
+    for host in hosts {
+        host.shutdown().await;
+    }
 }

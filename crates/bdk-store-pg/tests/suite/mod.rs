@@ -1,6 +1,7 @@
 mod artifacts;
 mod conformance;
 mod database;
+mod evals;
 mod fencing;
 mod leases;
 mod support;
