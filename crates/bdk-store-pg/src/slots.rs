@@ -6,7 +6,9 @@
 //! if it has none (its place in the queue), and mark it running when the running rows plus the
 //! waiters ahead of it leave a slot free. Claiming again keeps the place, so a waiting turn asks
 //! again until its turn comes. Releasing deletes the row. The lock serializes the claims of one
-//! agent only; they are short (a handful of index reads and one write).
+//! agent only; they are short (a handful of index reads and one write). Advisory locks are
+//! database-wide, so the key names the schema too: an agent of the same name deployed in another
+//! schema of the database does not share its lock.
 
 use bdk_protocol::SessionId;
 use bdk_store::{Result, SlotClaim};
@@ -18,9 +20,12 @@ impl PgStore {
     pub(crate) async fn claim_turn_slot(&self, session: &SessionId, turn: &str, max: u32) -> Result<SlotClaim> {
         let mut client = self.db.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots'), hashtext($1))", &[&&*self.agent])
-            .await
-            .map_err(db)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots:' || current_schema()), hashtext($1))",
+            &[&&*self.agent],
+        )
+        .await
+        .map_err(db)?;
         tx.execute(
             "DELETE FROM bdk_turn_slots s WHERE s.agent = $1 AND NOT EXISTS (SELECT 1 FROM bdk_session_leases l \
              WHERE l.agent = s.agent AND l.session_id = s.session_id AND l.replica = s.replica \
