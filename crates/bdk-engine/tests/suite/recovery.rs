@@ -42,7 +42,13 @@ async fn interrupted_session(store: &FsStore, mode: SessionMode) -> (SessionId, 
 
 #[tokio::test]
 async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "recovery_closes_an_interrupted_turn_and_a_follow_up_works",
+        "it looks at the filesystem store itself",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let (id, token) = {
         let store = fx.store();
         let written = interrupted_session(&store, SessionMode::Chat).await;
@@ -76,7 +82,10 @@ async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
 
 #[tokio::test]
 async fn recovery_fails_an_interrupted_task_session() {
-    let fx = Fixture::echo();
+    if filesystem_only("recovery_fails_an_interrupted_task_session", "it looks at the filesystem store itself") {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let id = {
         let store = fx.store();
         let (id, _) = interrupted_session(&store, SessionMode::Task).await;
@@ -120,7 +129,13 @@ async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
     //! disk (their records say `waiting`, `completed` or `failed`) have no log read at all (the
     //! count of log reads, not a clock, is checked, so more sessions prove nothing more); the
     //! one interrupted session is recovered.
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "start_up_reads_no_log_of_thousands_of_closed_sessions",
+        "it looks at the filesystem store itself",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let open = {
         let store = fx.store();
         let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
@@ -169,7 +184,13 @@ async fn start_up_reads_no_record_of_ten_thousand_closed_sessions() {
     //! Guards: the index of open sessions. With 10,000 settled sessions on disk, start-up reads
     //! the `session.json` of the open session only (the store's read counter, not a clock), and
     //! that session is still recovered. The time it takes is printed for the record.
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "start_up_reads_no_record_of_ten_thousand_closed_sessions",
+        "it looks at the filesystem store itself",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let state = fx.dir.path().join("test");
     let open = {
         let store = fx.store();
@@ -207,7 +228,13 @@ async fn start_up_reads_no_record_of_ten_thousand_closed_sessions() {
 async fn the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale_markers() {
     //! Guards: a state folder from before the index (no `open/.built`) is scanned once and the
     //! open sessions marked; a marker whose session settled or vanished is removed when listed.
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale_markers",
+        "it looks at the filesystem store itself",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let state = fx.dir.path().join("test");
     write_closed_sessions(&state, 50);
     let open = {
