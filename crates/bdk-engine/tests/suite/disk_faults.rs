@@ -155,10 +155,7 @@ async fn eventually(check: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn a_turn_that_hits_a_full_disk_closes_once_writes_work_again() {
-    if filesystem_only(
-        "a_turn_that_hits_a_full_disk_closes_once_writes_work_again",
-        "its fixture is a filesystem store of its own",
-    ) {
+    if filesystem_only("a_turn_that_hits_a_full_disk_closes_once_writes_work_again", "injected disk faults") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -220,10 +217,7 @@ async fn a_turn_that_hits_a_full_disk_closes_once_writes_work_again() {
 
 #[tokio::test]
 async fn a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn() {
-    if filesystem_only(
-        "a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn",
-        "its fixture is a filesystem store of its own",
-    ) {
+    if filesystem_only("a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn", "injected disk faults") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -255,7 +249,7 @@ async fn a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn() {
 async fn a_refused_host_kv_or_file_write_marks_the_store_unwritable_until_writes_work() {
     if filesystem_only(
         "a_refused_host_kv_or_file_write_marks_the_store_unwritable_until_writes_work",
-        "its fixture is a filesystem store of its own",
+        "injected disk faults",
     ) {
         return;
     }

@@ -13,7 +13,7 @@ use super::support::{Fixture, filesystem_only, follow, settled, within};
 async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs() {
     if filesystem_only(
         "a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs",
-        "it looks at the filesystem store itself",
+        "the store's fsync counters",
     ) {
         return;
     }
@@ -42,10 +42,7 @@ async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_sync
 
 #[tokio::test]
 async fn a_session_that_calls_no_tool_creates_no_workspace_folder() {
-    if filesystem_only(
-        "a_session_that_calls_no_tool_creates_no_workspace_folder",
-        "it looks at the filesystem store itself",
-    ) {
+    if filesystem_only("a_session_that_calls_no_tool_creates_no_workspace_folder", "the filesystem layout's folders") {
         return;
     }
     let fx = Fixture::new(vec![ScriptStep::text("just words")]).await;
@@ -58,10 +55,7 @@ async fn a_session_that_calls_no_tool_creates_no_workspace_folder() {
 
 #[tokio::test]
 async fn the_workspace_folder_appears_with_the_first_tool_call() {
-    if filesystem_only(
-        "the_workspace_folder_appears_with_the_first_tool_call",
-        "it looks at the filesystem store itself",
-    ) {
+    if filesystem_only("the_workspace_folder_appears_with_the_first_tool_call", "the filesystem layout's folders") {
         return;
     }
     let fx = Fixture::new(vec![ScriptStep::tool_call("c1", "add", json!({"a": 1, "b": 2})), ScriptStep::text("three")])

@@ -183,7 +183,7 @@ async fn no_open_logs(fx: &Fixture) {
 
 #[tokio::test]
 async fn idle_actors_retire_and_come_back_on_demand() {
-    if filesystem_only("idle_actors_retire_and_come_back_on_demand", "it looks at the filesystem store itself") {
+    if filesystem_only("idle_actors_retire_and_come_back_on_demand", "the store's open-log count") {
         return;
     }
     let fx = Fixture::echo().await;

@@ -101,7 +101,7 @@ fn status_of(listed: &[bdk_engine::SessionSummary], id: &SessionId) -> String {
 async fn listing_reads_records_only_and_statuses_survive_a_restart() {
     if filesystem_only(
         "listing_reads_records_only_and_statuses_survive_a_restart",
-        "it looks at the filesystem store itself",
+        "records written on disk behind the engine's back",
     ) {
         return;
     }
@@ -180,7 +180,10 @@ async fn listing_reads_records_only_and_statuses_survive_a_restart() {
 
 #[tokio::test]
 async fn a_record_without_status_falls_back_to_its_log() {
-    if filesystem_only("a_record_without_status_falls_back_to_its_log", "it looks at the filesystem store itself") {
+    if filesystem_only(
+        "a_record_without_status_falls_back_to_its_log",
+        "records written on disk and the store's open-log count",
+    ) {
         return;
     }
     let fx = Fixture::echo().await;

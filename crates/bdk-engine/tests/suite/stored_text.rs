@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bdk_model::{ModelError, ScriptStep, ScriptedProvider};
 use bdk_protocol::event::{SessionMode, TextCompleted, TextDelta, TurnCompleted, Usage};
 use bdk_protocol::{Event, EventData};
-use bdk_store::{EventLog, NewEvent, SessionRecord, SessionStore};
+use bdk_store::{NewEvent, SessionRecord};
 use serde_json::json;
 
 use super::support::*;
@@ -121,14 +121,11 @@ async fn replayed_events_are_byte_identical_to_live_ones() {
 
 #[tokio::test]
 async fn a_log_written_with_inline_text_still_reads() {
-    if filesystem_only("a_log_written_with_inline_text_still_reads", "it looks at the filesystem store itself") {
-        return;
-    }
     let fx = Fixture::new(vec![say("a follow-up answer")]).await;
     let id = bdk_protocol::SessionId::generate();
     let turn = bdk_protocol::TurnId::generate();
-    let store = fx.store();
-    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
+    let store = fx.backend.stores();
+    store.sessions.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
     let data = [
         EventData::MessageAppended(TextDelta { delta: "an old ".into() }),
         EventData::MessageAppended(TextDelta { delta: "answer".into() }),
@@ -142,7 +139,7 @@ async fn a_log_written_with_inline_text_still_reads() {
         }),
     ];
     let events: Vec<NewEvent> = data.iter().cloned().map(|d| NewEvent::in_turn(turn.clone(), d)).collect();
-    let written = within(store.append(&id, events)).await.unwrap();
+    let written = within(store.events.append(&id, events)).await.unwrap();
     let read = within(fx.engine.events(&id, &alice(), 0)).await.unwrap();
     let expected: Vec<Event> = written.iter().map(|e| (**e).clone()).collect();
     assert_eq!(lines(&read), lines(&expected));
