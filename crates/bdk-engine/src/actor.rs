@@ -103,6 +103,8 @@ impl Command {
 struct Settled {
     end: TurnEnd,
     closing: Vec<NewEvent>,
+    /// The turn's running-turn slot, given back once `closing` is written (or kept).
+    slot: Option<crate::admission::Slot>,
 }
 
 /// Closing events the store refused, kept until it takes them (see the module docs).
@@ -536,7 +538,8 @@ impl Actor {
     /// A turn task finished on its own: run the coalesced follow-up, or close the turn.
     async fn turn_ended(&mut self, joined: std::result::Result<TurnOutcome, JoinError>) {
         let Some(running) = self.running.take() else { return };
-        let outcome = self.outcome(&running.turn_id, joined);
+        let mut outcome = self.outcome(&running.turn_id, joined);
+        let slot = outcome.slot.take();
         // Before the closing events: a follow-up they admit may run where the saved copy is read.
         if self.workspace_ready.load(Ordering::SeqCst)
             && let Err(error) = self.core.stores.workspaces.save_session_workspace(&self.id).await
@@ -560,8 +563,10 @@ impl Actor {
         if let Err(error) = result {
             tracing::error!(session = %self.id, %error, "could not record the end of a turn");
         }
-        // Only now may `drain` return: the turn's last events are durable (or kept, when the
-        // store refuses them; recovery closes the turn if the host stops first).
+        // Only now may `drain` return, or the next queued turn start: the turn's last events are
+        // durable (or kept, when the store refuses them; recovery closes the turn if the host
+        // stops first).
+        drop(slot);
         drop(running);
     }
 
@@ -604,7 +609,7 @@ impl Actor {
         match joined::ended(joined) {
             Ended::Returned(outcome) => {
                 self.conversation = Some(outcome.conversation);
-                Settled { end: outcome.end, closing: outcome.closing }
+                Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot }
             }
             Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new() },
             Ended::Panicked(error) => {
@@ -618,7 +623,7 @@ impl Actor {
                     estimated_cost_usd: None,
                 };
                 let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
-                Settled { end: TurnEnd::Failed { message, error: FailureCode::Internal }, closing }
+                Settled { end: TurnEnd::Failed { message, error: FailureCode::Internal }, closing, slot: None }
             }
         }
     }

@@ -5,7 +5,9 @@
 //! One process: a fair semaphore. Several replicas on one database (session leases): the slots
 //! are rows the database counts for the whole host group ([`SessionLeases::claim_slot`]), so the
 //! limit and the queue hold across replicas. A waiting turn asks again when a slot of this
-//! replica is released and every [`SHARED_POLL`] (a slot released on another replica).
+//! replica is released, when the database says one was released on any replica
+//! ([`SessionLeases::slot_released`]), and every [`SHARED_POLL`] (a slot freed by a replica that
+//! died, or a notification lost).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,8 +17,9 @@ use bdk_protocol::{SessionId, TurnId};
 use bdk_store::{SessionLeases, SlotClaim};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-/// How often a turn waiting for a slot shared with other replicas asks the database again.
-const SHARED_POLL: Duration = Duration::from_millis(250);
+/// How often a turn waiting for a slot shared with other replicas asks the database again
+/// without being woken.
+const SHARED_POLL: Duration = Duration::from_secs(2);
 
 /// The agent's turn slots.
 #[derive(Debug)]
@@ -122,12 +125,17 @@ impl QueuedTurn {
                 let notify = slot.shared.released.clone();
                 loop {
                     let released = notify.notified();
+                    let elsewhere = slot.shared.leases.slot_released();
                     match slot.shared.leases.claim_slot(&slot.session, slot.turn.as_str(), slot.shared.max).await {
                         Ok(SlotClaim::Running) => return Some(Slot::Shared { _slot: slot }),
                         Ok(SlotClaim::Queued { .. }) => {}
                         Err(error) => tracing::warn!(session = %slot.session, %error, "could not ask for a turn slot"),
                     }
-                    let _ = tokio::time::timeout(SHARED_POLL, released).await;
+                    tokio::select! {
+                        () = released => {}
+                        () = elsewhere => {}
+                        () = tokio::time::sleep(SHARED_POLL) => {}
+                    }
                 }
             }
         }

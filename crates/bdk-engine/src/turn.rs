@@ -20,6 +20,7 @@ use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
 use tokio_util::sync::CancellationToken;
 
+use crate::admission::Slot;
 use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
@@ -112,6 +113,9 @@ pub(crate) struct TurnOutcome {
     pub closing: Vec<NewEvent>,
     /// The conversation fold, for the session's next turn.
     pub conversation: Conversation,
+    /// The turn's `max_running_turns` slot: the actor gives it back once `closing` is written,
+    /// so the next turn never starts (in the log) before this one ended.
+    pub slot: Option<Slot>,
 }
 
 /// Why the loop stopped early.
@@ -143,8 +147,19 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let started = Instant::now();
     let span =
         telemetry::turn_span(&core.telemetry, context.trace.as_ref(), &core.slug, &context.session, &context.turn);
+    let mut slot = None;
     let driven = span
-        .run(drive(&context, resume, &span, &mut conversation, &mut emit, &mut usage, &mut children, &mut priced))
+        .run(drive(
+            &context,
+            resume,
+            &span,
+            &mut conversation,
+            &mut emit,
+            &mut usage,
+            &mut children,
+            &mut priced,
+            &mut slot,
+        ))
         .await;
     let (model, price) = priced;
     let stop = match driven {
@@ -160,10 +175,10 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
                 result: result.clone(),
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             }));
-            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation };
+            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation, slot };
         }
         Err(Stop::Suspended) => {
-            return TurnOutcome { end: TurnEnd::Suspended, closing: emit.take(), conversation };
+            return TurnOutcome { end: TurnEnd::Suspended, closing: emit.take(), conversation, slot };
         }
         Err(stop) => stop,
     };
@@ -203,7 +218,7 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
         TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
     };
-    TurnOutcome { end, closing: emit.take(), conversation }
+    TurnOutcome { end, closing: emit.take(), conversation, slot }
 }
 
 /// [`run`] boxed, for a subagent's child turn: the child runs inside a tool call of its
@@ -223,15 +238,16 @@ async fn drive(
     usage: &mut ModelUsage,
     children: &mut Spent,
     priced: &mut (String, Option<Price>),
+    slot: &mut Option<Slot>,
 ) -> Result<Option<String>, Stop> {
     let core = &context.core;
     let defs = &context.defs;
     let cancel = &context.cancel;
     let persona = context.persona.as_deref();
 
-    // A slot under `max_running_turns`, held until the turn ends (a child turn runs on its
-    // parent's).
-    let _permit = match persona {
+    // A slot under `max_running_turns`, held until the turn's closing events are written (the
+    // caller hands it on in the outcome); a child turn runs on its parent's.
+    *slot = match persona {
         Some(_) => None,
         None => match core.slots.admit(&context.session, &context.turn).await? {
             Ok(permit) => Some(permit),

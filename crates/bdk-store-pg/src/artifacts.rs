@@ -1,6 +1,6 @@
 //! [`ArtifactStore`] on PostgreSQL: one `bdk_artifacts` row per artifact (the record as JSON
 //! text, the content in `bytea`, up to [`bdk_store::artifacts::MAX_CONTENT_BYTES`]). A tag is one
-//! transaction under an advisory lock per agent, so two tags of one key make one record and the
+//! transaction under an advisory lock per agent (and schema), so two tags of one key make one record and the
 //! retention cap holds after every tag on every replica; record and content are written
 //! together. What a tag makes of the record is the trait's ([`ArtifactTag::apply`]).
 
@@ -21,9 +21,12 @@ impl ArtifactStore for PgStore {
             tag.check_size()?;
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db)?;
-            tx.execute("SELECT pg_advisory_xact_lock(hashtext('bdk_artifacts:' || $1))", &[&&*self.agent])
-                .await
-                .map_err(db)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('bdk_artifacts:' || current_schema() || ':' || $1))",
+                &[&&*self.agent],
+            )
+            .await
+            .map_err(db)?;
             let existing = tx
                 .query_opt(
                     "SELECT record FROM bdk_artifacts WHERE agent = $1 AND principal = $2 AND kind = $3 AND key = $4",

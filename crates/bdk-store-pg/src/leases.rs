@@ -264,6 +264,10 @@ impl SessionLeases for PgStore {
         Box::pin(self.release_turn_slot(session, turn))
     }
 
+    fn slot_released(&self) -> BoxFuture<'static, ()> {
+        Box::pin(self.turn_slot_released())
+    }
+
     fn release_all(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.expire_own_leases())
     }

@@ -1,5 +1,6 @@
 //! Waking followers: a registry of per-session signals on this replica, bumped on every local
-//! append and by the `LISTEN bdk_events` connection for appends and deletes on any replica. A
+//! append and by the `LISTEN bdk_events` connection for appends and deletes on any replica (the
+//! same connection wakes command inboxes, command senders and turns waiting for a slot). A
 //! signal only says "look again": followers read rows, so a lost or merged notification costs
 //! latency, never an event (followers also look again every [`POLL`]).
 
@@ -20,6 +21,14 @@ pub(crate) const COMMANDS: &str = "bdk_commands";
 
 /// Answers to forwarded commands: payload `<command id>`.
 pub(crate) const REPLIES: &str = "bdk_replies";
+
+/// Released turn slots: payload `<agent>`.
+pub(crate) const SLOTS: &str = "bdk_slots";
+
+/// The registry key the turns of `agent` waiting for a slot wait on.
+pub(crate) fn slots_key(agent: &str) -> (String, String) {
+    ("\u{1}slots".to_owned(), agent.to_owned())
+}
 
 /// The registry key a replica's command inbox for `agent` waits on.
 pub(crate) fn inbox_key(replica: &str, agent: &str) -> (String, String) {
@@ -129,7 +138,11 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                     }
                 }
             });
-            if client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}")).await.is_ok() {
+            if client
+                .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}; LISTEN {SLOTS}"))
+                .await
+                .is_ok()
+            {
                 backoff = Duration::from_millis(100);
                 // Anything appended while we were not listening: everyone looks again.
                 match registry.upgrade() {
@@ -145,6 +158,7 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                                 registry.bump(&inbox_key(target, agent));
                             }
                         }
+                        SLOTS => registry.bump(&slots_key(&payload)),
                         REPLIES => {
                             if let Some(id) = parts.next().and_then(|id| id.parse().ok()) {
                                 registry.bump(&reply_key(id));

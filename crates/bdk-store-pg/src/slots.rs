@@ -6,21 +6,28 @@
 //! if it has none (its place in the queue), and mark it running when the running rows plus the
 //! waiters ahead of it leave a slot free. Claiming again keeps the place, so a waiting turn asks
 //! again until its turn comes. Releasing deletes the row. The lock serializes the claims of one
-//! agent only; they are short (a handful of index reads and one write).
+//! agent only; they are short (a handful of index reads and one write). Releasing a slot also
+//! sends `NOTIFY bdk_slots` with the agent, which wakes the turns waiting on every replica. Advisory locks are
+//! database-wide, so the key names the schema too: an agent of the same name deployed in another
+//! schema of the database does not share its lock.
 
 use bdk_protocol::SessionId;
 use bdk_store::{Result, SlotClaim};
 
 use crate::error::db;
+use crate::notify::slots_key;
 use crate::store::PgStore;
 
 impl PgStore {
     pub(crate) async fn claim_turn_slot(&self, session: &SessionId, turn: &str, max: u32) -> Result<SlotClaim> {
         let mut client = self.db.client().await?;
         let tx = client.transaction().await.map_err(db)?;
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots'), hashtext($1))", &[&&*self.agent])
-            .await
-            .map_err(db)?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots:' || current_schema()), hashtext($1))",
+            &[&&*self.agent],
+        )
+        .await
+        .map_err(db)?;
         tx.execute(
             "DELETE FROM bdk_turn_slots s WHERE s.agent = $1 AND NOT EXISTS (SELECT 1 FROM bdk_session_leases l \
              WHERE l.agent = s.agent AND l.session_id = s.session_id AND l.replica = s.replica \
@@ -70,12 +77,22 @@ impl PgStore {
         let client = self.db.client().await?;
         client
             .execute(
-                "DELETE FROM bdk_turn_slots WHERE agent = $1 AND session_id = $2 AND turn_id = $3",
+                "WITH gone AS (DELETE FROM bdk_turn_slots WHERE agent = $1 AND session_id = $2 AND turn_id = $3 \
+                 RETURNING agent) SELECT pg_notify('bdk_slots', agent) FROM gone",
                 &[&&*self.agent, &session.as_str(), &turn],
             )
             .await
             .map_err(db)?;
         Ok(())
+    }
+
+    /// Resolves at the next `NOTIFY bdk_slots` for this agent (any replica released a slot).
+    /// Subscribes now, not when first polled, so a release right after the call is not missed.
+    pub(crate) fn turn_slot_released(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut signal = self.db.notifier.subscribe_key(slots_key(&self.agent));
+        async move {
+            let _ = signal.receiver.changed().await;
+        }
     }
 
     /// Every lease of this replica for this agent, made claimable now: expired rather than

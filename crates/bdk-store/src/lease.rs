@@ -85,6 +85,14 @@ pub trait SessionLeases: Send + Sync + fmt::Debug {
     /// Gives up the slot (or the place in the queue) of `turn`.
     fn release_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str) -> BoxFuture<'a, Result<()>>;
 
+    /// Resolves once a slot of this agent may have been released on any replica (after this
+    /// call: it subscribes at once, so call it before claiming). Only a hint to claim again: a
+    /// queued turn still asks again now and then, since a slot also frees when its replica dies.
+    /// The default never resolves (the waiter only asks again on its own).
+    fn slot_released(&self) -> BoxFuture<'static, ()> {
+        Box::pin(std::future::pending())
+    }
+
     /// A replica shutting down: every lease it holds is free to claim at once (not one lease
     /// period later). Returns how many.
     fn release_all(&self) -> BoxFuture<'_, Result<u64>>;

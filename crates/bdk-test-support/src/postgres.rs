@@ -52,13 +52,18 @@ impl TestDb {
         let _ = driver.await;
     }
 
-    /// A URL whose connections use this schema (`options=-c search_path=...`).
+    /// A URL whose connections use this schema (`options=-c search_path=...`) and carry its name
+    /// as their `application_name`, so dropping the schema can end them first (see `Drop`).
     pub fn url(&self) -> String {
         let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options=-c%20search_path%3D{}", self.base, self.schema)
+        format!("{}{sep}options=-c%20search_path%3D{}&application_name={}", self.base, self.schema, self.schema)
     }
 }
 
+/// Ends the connections opened through [`TestDb::url`] (a test's pool, its `LISTEN` connection),
+/// then drops the schema. Drop usually runs on the test's runtime thread, which it blocks until
+/// done: a transaction of a task on that runtime, left open in this schema, would otherwise hold
+/// the `DROP SCHEMA` (and the test) forever.
 impl Drop for TestDb {
     fn drop(&mut self) {
         let (base, schema) = (self.base.clone(), self.schema.clone());
@@ -68,6 +73,13 @@ impl Drop for TestDb {
             runtime.block_on(async move {
                 if let Ok((client, connection)) = tokio_postgres::connect(&base, NoTls).await {
                     let driver = tokio::spawn(connection);
+                    let _ = client
+                        .execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+                            &[&schema],
+                        )
+                        .await;
                     let _ = client.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
                     drop(client);
                     let _ = driver.await;

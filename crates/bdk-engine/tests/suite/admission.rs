@@ -12,7 +12,7 @@ async fn a_turn_over_the_limit_queues_then_runs() {
     let mut config = config();
     config.max_running_turns = 1;
     // A's answer is held until B is queued behind it, so the order never depends on timing.
-    let (fx, gate) = Fixture::gated(config, ScriptedProvider::new(vec![say("first"), say("second")]), 1);
+    let (fx, gate) = Fixture::gated(config, ScriptedProvider::new(vec![say("first"), say("second")]), 1).await;
     let a = fx.start("a").await;
     in_step(&fx.engine, &a.session_id, 1).await;
     let b = fx.start("b").await;

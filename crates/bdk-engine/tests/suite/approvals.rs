@@ -20,7 +20,7 @@ fn promote_then(text: &str) -> Vec<ScriptStep> {
 
 #[tokio::test]
 async fn a_parked_call_waits_for_approval_then_runs() {
-    let fx = ToolFixture::standard(promote_then("Promoted."));
+    let fx = ToolFixture::standard(promote_then("Promoted.")).await;
     let started = fx.chat("promote it").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 1).await;
@@ -63,7 +63,7 @@ async fn a_parked_call_waits_for_approval_then_runs() {
 
 #[tokio::test]
 async fn a_denied_call_does_not_run_and_the_model_is_told() {
-    let fx = ToolFixture::standard(promote_then("Understood, not promoted."));
+    let fx = ToolFixture::standard(promote_then("Understood, not promoted.")).await;
     let started = fx.chat("promote it").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 1).await;
@@ -90,7 +90,8 @@ async fn parked_calls_of_one_step_resolve_independently() {
             .with_tool_call("c2", "lookup", json!({}))
             .with_tool_call("c3", "promote", json!({"env": "prod"})),
         say("Done."),
-    ]);
+    ])
+    .await;
     let started = fx.chat("go").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 2).await;
@@ -127,7 +128,8 @@ async fn parked_calls_of_one_step_resolve_independently() {
 
 #[tokio::test]
 async fn stopping_the_turn_cancels_a_parked_call() {
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})), say("Back.")]);
+    let fx =
+        ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})), say("Back.")]).await;
     let started = fx.chat("promote it").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 1).await;
@@ -161,7 +163,8 @@ async fn preempting_cancels_a_parked_call_and_draining_leaves_it_parked() {
         ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})),
         say("Something else."),
         ScriptStep::tool_call("c2", "promote", json!({"env": "prod"})),
-    ]);
+    ])
+    .await;
     let started = fx.chat("promote it").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 1).await;
@@ -192,7 +195,7 @@ async fn preempting_cancels_a_parked_call_and_draining_leaves_it_parked() {
 
 #[tokio::test]
 async fn only_the_owner_sees_and_resolves_approvals() {
-    let fx = ToolFixture::standard(promote_then("ok"));
+    let fx = ToolFixture::standard(promote_then("ok")).await;
     let started = fx.chat("promote it").await;
     let id = &started.session_id;
     let events = parked(&fx.engine, id, 1).await;
@@ -226,7 +229,13 @@ fn a_parked_call_survives_a_restart_and_approving_it_completes_the_turn() {
     //! `turn.failed`, still `running`), lists the call as before, and approving it runs the tool;
     //! the same turn then completes with the model reading the result; a stream attached after the
     //! restart sees the continuation.
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    if filesystem_only(
+        "a_parked_call_survives_a_restart_and_approving_it_completes_the_turn",
+        "it stops a runtime to simulate a crash, and a database handle dies with its runtime",
+    ) {
+        return;
+    }
+    let fx = ToolFixture::standard_on_filesystem(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
     let (id, turn, call, requested_at) = then_die(async {
         let started = fx.chat("promote it").await;
         let events = parked(&fx.engine, &started.session_id, 1).await;
@@ -316,12 +325,15 @@ fn a_parked_call_survives_a_restart_and_approving_it_completes_the_turn() {
 fn a_parked_call_survives_a_restart_and_denying_it_tells_the_model() {
     //! Guards: the deny path after a restart; a sibling call that had finished keeps its result
     //! and is not run again.
-    let fx =
-        ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})).with_tool_call(
-            "c2",
-            "lookup",
-            json!({}),
-        )]);
+    if filesystem_only(
+        "a_parked_call_survives_a_restart_and_denying_it_tells_the_model",
+        "it stops a runtime to simulate a crash, and a database handle dies with its runtime",
+    ) {
+        return;
+    }
+    let fx = ToolFixture::standard_on_filesystem(vec![
+        ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})).with_tool_call("c2", "lookup", json!({})),
+    ]);
     let (id, promote, lookup) = then_die(async {
         let started = fx.chat("promote it").await;
         let id = started.session_id;
@@ -361,7 +373,13 @@ fn a_parked_call_survives_a_restart_and_denying_it_tells_the_model() {
 fn stopping_a_restored_turn_cancels_its_parked_call() {
     //! Guards: a restored turn ends like a live one when stopped: the call gets a cancelled
     //! result, it is no longer listed, and deciding it is `ApprovalNotFound`.
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    if filesystem_only(
+        "stopping_a_restored_turn_cancels_its_parked_call",
+        "it stops a runtime to simulate a crash, and a database handle dies with its runtime",
+    ) {
+        return;
+    }
+    let fx = ToolFixture::standard_on_filesystem(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
     let (id, call) = then_die(async {
         let started = fx.chat("promote it").await;
         let events = parked(&fx.engine, &started.session_id, 1).await;
@@ -384,7 +402,13 @@ fn stopping_a_restored_turn_cancels_its_parked_call() {
 fn draining_leaves_a_parked_turn_open_for_the_next_start() {
     //! Guards: a graceful shutdown (drain past its grace) with only a parked call left writes no
     //! `turn.failed`: the next start restores the call, and approving it completes the turn.
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    if filesystem_only(
+        "draining_leaves_a_parked_turn_open_for_the_next_start",
+        "it stops a runtime to simulate a crash, and a database handle dies with its runtime",
+    ) {
+        return;
+    }
+    let fx = ToolFixture::standard_on_filesystem(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
     let (id, call) = runtime().block_on(async {
         let started = fx.chat("promote it").await;
         let events = parked(&fx.engine, &started.session_id, 1).await;
@@ -409,7 +433,13 @@ fn a_parked_call_of_an_earlier_open_turn_still_expires() {
     //! Guards: the expiry path that remains: a parked call whose turn recovery does not restore
     //! (here the turn is not in its tool calls any more: a later step started) is closed with
     //! `approval_resolved` (expired) and an error result before `turn.failed`.
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
+    if filesystem_only(
+        "a_parked_call_of_an_earlier_open_turn_still_expires",
+        "it stops a runtime to simulate a crash, and a database handle dies with its runtime",
+    ) {
+        return;
+    }
+    let fx = ToolFixture::standard_on_filesystem(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"}))]);
     let id = then_die(async {
         let started = fx.chat("promote it").await;
         parked(&fx.engine, &started.session_id, 1).await;

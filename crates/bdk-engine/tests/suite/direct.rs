@@ -134,18 +134,20 @@ impl ToolRegistry for DirectTools {
 
 struct Direct {
     dir: TempDir,
+    backend: TestStore,
     engine: Engine,
     provider: Arc<ScriptedProvider>,
     tools: Arc<DirectTools>,
 }
 
 impl Direct {
-    fn new(provider: ScriptedProvider) -> Self {
+    async fn new(provider: ScriptedProvider) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let provider = Arc::new(provider);
         let tools = Arc::new(DirectTools::default());
-        let engine = engine_at(&dir, config(), provider.clone(), tools.clone());
-        Direct { dir, engine, provider, tools }
+        let backend = TestStore::open(&dir.path().join("test")).await;
+        let engine = Engine::new(config(), backend.stores(), provider.clone(), tools.clone());
+        Direct { dir, backend, engine, provider, tools }
     }
 
     fn state(&self) -> PathBuf {
@@ -196,7 +198,7 @@ fn direct_events(events: &[Event]) -> Vec<&Event> {
 
 #[tokio::test]
 async fn an_unbound_call_runs_in_a_scratch_workspace_that_is_removed() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let outcome = fx.call(call("poke")).await.unwrap();
     assert!(!outcome.is_error, "{outcome:?}");
     assert!(!outcome.scratch_workspace, "a plain unbound call is not a fallback");
@@ -213,7 +215,7 @@ async fn an_unbound_call_runs_in_a_scratch_workspace_that_is_removed() {
 
 #[tokio::test]
 async fn a_native_tool_that_never_uses_its_scratch_workspace_gets_no_folder() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let outcome = fx.call(call("native_quiet")).await.unwrap();
     assert!(!outcome.is_error, "{outcome:?}");
     let workspace = PathBuf::from(outcome.result["workspace"].as_str().unwrap());
@@ -227,7 +229,7 @@ async fn a_native_tool_that_never_uses_its_scratch_workspace_gets_no_folder() {
 
 #[tokio::test]
 async fn a_native_tool_that_asks_for_its_workspace_gets_a_folder_removed_afterwards() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let outcome = fx.call(call("native_scratch")).await.unwrap();
     assert!(!outcome.is_error, "{outcome:?}");
     let workspace = PathBuf::from(outcome.result["workspace"].as_str().unwrap());
@@ -239,7 +241,7 @@ async fn a_native_tool_that_asks_for_its_workspace_gets_a_folder_removed_afterwa
 
 #[tokio::test]
 async fn a_tool_failure_is_an_outcome_and_the_scratch_is_still_removed() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let outcome = fx.call(call("boom")).await.unwrap();
     assert!(outcome.is_error);
     assert_eq!(outcome.result, json!("boom: the tool failed"));
@@ -249,7 +251,7 @@ async fn a_tool_failure_is_an_outcome_and_the_scratch_is_still_removed() {
 
 #[tokio::test]
 async fn refusals_before_the_tool_runs() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     match fx.call(call("nope")).await {
         Err(EngineError::UnknownTool { name, available }) => {
             assert_eq!(name, "nope");
@@ -278,7 +280,7 @@ async fn refusals_before_the_tool_runs() {
 
 #[tokio::test]
 async fn malformed_tokens_and_both_identifiers_are_refused() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     for token in ["", "no-colon", ":key", "slack:", "sl ack:key", "slack:k\u{7}"] {
         let err = fx.call(by_token("peek", token)).await.unwrap_err();
         assert_eq!(err.code(), "invalid_continuation_token", "{token:?}: {err}");
@@ -291,7 +293,7 @@ async fn malformed_tokens_and_both_identifiers_are_refused() {
 
 #[tokio::test]
 async fn a_bound_call_runs_in_the_session_workspace_and_is_recorded_under_its_own_turn() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("http", None).await;
     let id = &started.session_id;
     let outcome = fx.call(bound("poke", id)).await.unwrap();
@@ -320,7 +322,7 @@ async fn a_bound_call_runs_in_the_session_workspace_and_is_recorded_under_its_ow
 
 #[tokio::test]
 async fn the_model_never_sees_a_direct_call() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("http", None).await;
     let id = &started.session_id;
     fx.call(bound("peek", id)).await.unwrap();
@@ -343,7 +345,7 @@ async fn the_model_never_sees_a_direct_call() {
 
 #[tokio::test]
 async fn a_busy_session_runs_reads_beside_the_turn_and_refuses_writes() {
-    let fx = Direct::new(ScriptedProvider::new(vec![hang()]));
+    let fx = Direct::new(ScriptedProvider::new(vec![hang()])).await;
     let mut request = start("hello", SessionMode::Chat);
     request.channel = "http".into();
     let started = within(fx.engine.start_session(request)).await.unwrap();
@@ -377,7 +379,7 @@ async fn a_busy_session_runs_reads_beside_the_turn_and_refuses_writes() {
 
 #[tokio::test]
 async fn a_write_on_an_idle_session_holds_off_the_next_turn() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("http", None).await;
     let id = started.session_id.clone();
     let engine = fx.engine.clone();
@@ -406,7 +408,7 @@ async fn a_write_on_an_idle_session_holds_off_the_next_turn() {
 
 #[tokio::test]
 async fn a_token_of_a_live_session_binds_like_its_id() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("slack", Some("C42")).await;
     assert_eq!(started.continuation_token, "slack:C42");
     let outcome = fx.call(by_token("peek", "slack:C42")).await.unwrap();
@@ -432,16 +434,16 @@ async fn a_token_of_a_live_session_binds_like_its_id() {
 
 #[tokio::test]
 async fn a_token_from_before_a_restart_still_binds() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("github", Some("pr:acme/app#7")).await;
-    let engine = engine_at(&fx.dir, config(), Arc::new(ScriptedProvider::echo()), fx.tools.clone());
+    let engine = Engine::new(config(), fx.backend.stores(), Arc::new(ScriptedProvider::echo()), fx.tools.clone());
     let outcome = within(engine.call_tool(by_token("peek", "github:pr:acme/app#7"))).await.unwrap();
     assert_eq!(outcome.session_id.as_ref(), Some(&started.session_id));
 }
 
 #[tokio::test]
 async fn a_token_with_no_session_runs_scratch_with_its_identity() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     fx.start("slack", Some("C1")).await;
     let outcome = fx.call(by_token("poke", "slack:C2")).await.unwrap();
     assert_eq!(outcome.session_id, None);
@@ -454,7 +456,7 @@ async fn a_token_with_no_session_runs_scratch_with_its_identity() {
 
 #[tokio::test]
 async fn another_principals_session_is_forbidden() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("slack", Some("C9")).await;
     let bob = Principal::new("bob");
     let by_id = DirectCall { principal: bob.clone(), ..bound("peek", &started.session_id) };
@@ -466,13 +468,14 @@ async fn another_principals_session_is_forbidden() {
 
 #[tokio::test]
 async fn without_a_session_workspace_reads_fall_back_and_writes_fail() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let started = fx.start("http", None).await;
     let id = &started.session_id;
     let workspace = fx.state().join("sessions").join(id.as_str()).join("workspace");
     if workspace.exists() {
         std::fs::remove_dir_all(&workspace).unwrap();
     }
+    std::fs::create_dir_all(workspace.parent().unwrap()).unwrap();
     std::fs::write(&workspace, "a file where the workspace should be").unwrap();
 
     let read = fx.call(bound("peek", id)).await.unwrap();
@@ -489,7 +492,7 @@ async fn without_a_session_workspace_reads_fall_back_and_writes_fail() {
 
 #[tokio::test]
 async fn a_dry_run_session_passes_dry_run_to_its_calls() {
-    let fx = Direct::new(ScriptedProvider::echo());
+    let fx = Direct::new(ScriptedProvider::echo()).await;
     let mut request = start("hello", SessionMode::Chat);
     request.dry_run = true;
     let started = within(fx.engine.start_session(request)).await.unwrap();

@@ -155,6 +155,9 @@ async fn eventually(check: impl Fn() -> bool) {
 
 #[tokio::test]
 async fn a_turn_that_hits_a_full_disk_closes_once_writes_work_again() {
+    if filesystem_only("a_turn_that_hits_a_full_disk_closes_once_writes_work_again", "injected disk faults") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     // A tool call: its request must be durable before the tool runs, so the turn meets the full
     // disk mid-turn (a plain answer is written whole with the turn's end).
@@ -214,6 +217,9 @@ async fn a_turn_that_hits_a_full_disk_closes_once_writes_work_again() {
 
 #[tokio::test]
 async fn a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn() {
+    if filesystem_only("a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn", "injected disk faults") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let provider = Arc::new(ScriptedProvider::new(vec![say("kept whole"), say("second")]));
     let gate = Gated::new(provider, 1);
@@ -241,6 +247,12 @@ async fn a_follow_up_after_the_disk_is_fixed_lands_after_the_closed_turn() {
 
 #[tokio::test]
 async fn a_refused_host_kv_or_file_write_marks_the_store_unwritable_until_writes_work() {
+    if filesystem_only(
+        "a_refused_host_kv_or_file_write_marks_the_store_unwritable_until_writes_work",
+        "injected disk faults",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let gate = Gated::new(Arc::new(ScriptedProvider::new(vec![say("hello")])), 0);
     let (engine, full) = faulty_engine(&dir, gate);

@@ -21,7 +21,7 @@ use super::tool_project::*;
 async fn a_dry_run_stubs_writes_and_runs_reads() {
     let steps =
         || vec![ScriptStep::tool_call("c1", "publish", json!({})).with_tool_call("c2", "lookup", json!({})), say("ok")];
-    let fx = ToolFixture::standard(steps());
+    let fx = ToolFixture::standard(steps()).await;
     let mut request = start("publish it", SessionMode::Chat);
     request.dry_run = true;
     let started = fx.start(request).await;
@@ -38,7 +38,7 @@ async fn a_dry_run_stubs_writes_and_runs_reads() {
     assert!(!fx.bot().join("published.marker").exists(), "the write's body did not run");
 
     // Outside a dry run the write runs.
-    let fx = ToolFixture::standard(steps());
+    let fx = ToolFixture::standard(steps()).await;
     let started = fx.chat("publish it").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     let publish = result_of(&events, &requested_calls(&events)[0].0);
@@ -49,7 +49,8 @@ async fn a_dry_run_stubs_writes_and_runs_reads() {
 
 #[tokio::test]
 async fn a_dry_run_write_is_stubbed_without_parking() {
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})), say("ok")]);
+    let fx =
+        ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"env": "prod"})), say("ok")]).await;
     let mut request = start("promote it", SessionMode::Chat);
     request.dry_run = true;
     let started = fx.start(request).await;
@@ -62,7 +63,7 @@ async fn a_dry_run_write_is_stubbed_without_parking() {
 
 #[tokio::test]
 async fn an_invalid_input_is_answered_without_parking() {
-    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"envx": 1})), say("ok")]);
+    let fx = ToolFixture::standard(vec![ScriptStep::tool_call("c1", "promote", json!({"envx": 1})), say("ok")]).await;
     let started = fx.chat("promote it").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     assert_eq!(count(&events, "action.approval_requested"), 0);
@@ -82,7 +83,8 @@ async fn as_of_bounds_time_args_on_every_call() {
                 .with_tool_call("c3", "window", json!({})),
             say("ok"),
         ],
-    );
+    )
+    .await;
     let mut request = start("query", SessionMode::Chat);
     request.as_of = Some(as_of);
     let started = fx.start(request).await;
@@ -105,7 +107,7 @@ command = ["true"]
 type = "object"
 properties = { since = { type = "string" } }
 "#;
-    let fx = ToolFixture::new(&[("bot/tools/typo.toml", TYPO)], vec![say("ok"), say("ok")]);
+    let fx = ToolFixture::new(&[("bot/tools/typo.toml", TYPO)], vec![say("ok"), say("ok")]).await;
     let mut request = start("query", SessionMode::Chat);
     request.as_of = Some(Utc::now() - Duration::days(1));
     let refused = within(fx.engine.start_session(request.clone())).await.unwrap_err();
@@ -128,7 +130,8 @@ async fn the_workspace_is_prepared_before_the_turn_that_needs_it() {
     let fx = ToolFixture::new(
         &[("bot/tools/cat_notes.toml", CAT_NOTES), ("bot/sandbox/workspace/seed.txt", "seeded\n")],
         vec![ScriptStep::tool_call("c1", "cat_notes", json!({})), say("read it"), say("second"), say("third")],
-    );
+    )
+    .await;
     let mut request = start("read my notes", SessionMode::Chat);
     request.workspace_files = vec![("notes.txt".into(), "hello notes".into())];
     let started = fx.start(request).await;

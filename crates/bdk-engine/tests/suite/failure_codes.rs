@@ -35,7 +35,7 @@ async fn each_model_failure_class_has_its_code_on_turn_and_session() {
         (ModelError::ModelUnavailable { message: "no key".into() }, FailureCode::ModelUnavailable),
     ];
     for (error, code) in cases {
-        let fx = Fixture::new(vec![ScriptStep::error(error.clone())]);
+        let fx = Fixture::new(vec![ScriptStep::error(error.clone())]).await;
         let started = within(fx.engine.start_session(start("go", SessionMode::Task))).await.unwrap();
         let events = settled(&fx.engine, &started.session_id, 1).await;
         let failed = turn_failed(&events);
@@ -55,7 +55,8 @@ async fn each_model_failure_class_has_its_code_on_turn_and_session() {
 async fn running_out_of_steps_is_max_steps() {
     let mut config = config();
     config.max_steps = 1;
-    let fx = Fixture::with(config, ScriptedProvider::new(vec![ScriptStep::tool_call("c0", "add", json!({"a": 1}))]));
+    let fx =
+        Fixture::with(config, ScriptedProvider::new(vec![ScriptStep::tool_call("c0", "add", json!({"a": 1}))])).await;
     let started = fx.start("loop").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     assert_eq!(turn_failed(&events).error, Some(FailureCode::MaxSteps));
@@ -63,7 +64,7 @@ async fn running_out_of_steps_is_max_steps() {
 
 #[tokio::test]
 async fn a_stopped_turn_is_cancelled() {
-    let fx = Fixture::new(vec![hang()]);
+    let fx = Fixture::new(vec![hang()]).await;
     let started = fx.start("wait").await;
     in_step(&fx.engine, &started.session_id, 1).await;
     within(fx.engine.stop(&started.session_id, &alice())).await.unwrap();
@@ -75,7 +76,7 @@ async fn a_stopped_turn_is_cancelled() {
 
 #[tokio::test]
 async fn a_draining_host_says_shutting_down() {
-    let fx = Fixture::new(vec![hang()]);
+    let fx = Fixture::new(vec![hang()]).await;
     let started = fx.start("wait").await;
     in_step(&fx.engine, &started.session_id, 1).await;
     within(fx.engine.drain(Duration::from_millis(1))).await;

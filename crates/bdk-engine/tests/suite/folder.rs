@@ -12,7 +12,7 @@ use bdk_engine::{Engine, EngineOptions, Principal, SessionStarted};
 use bdk_model::ProviderOptions;
 use bdk_protocol::event::SessionMode;
 use bdk_protocol::{Event, SessionId};
-use bdk_store::{FsStore, WorkspaceStore};
+use bdk_store::Stores;
 use bdk_test_support::{FakeServer, Part, Reply, openai_sse as oa};
 use bdk_tools::ProjectTools;
 use serde_json::Value;
@@ -23,9 +23,12 @@ use super::support::*;
 pub struct Folder {
     /// Holds the project and state folders for the test's lifetime.
     _dir: TempDir,
-    /// The agent's state directory.
+    /// The agent's state directory (local working folders in the PostgreSQL pass).
     state: PathBuf,
-    pub fs: FsStore,
+    /// The state on this run's backend.
+    backend: TestStore,
+    /// The stores the engine runs on.
+    stores: Stores,
     pub engine: Engine,
     pub model: FakeServer,
 }
@@ -55,17 +58,18 @@ impl Folder {
             write(&root.join("bot").join(rel), text);
         }
         let state = dir.path().join("state");
-        let (fs, engine) = open_engine(&root, &state);
-        Folder { _dir: dir, state, fs, engine, model }
+        let backend = TestStore::open(&state).await;
+        let (stores, engine) = open_engine(&root, &state, &backend);
+        Folder { _dir: dir, state, backend, stores, engine, model }
     }
 
     /// A second engine on the same project and state, as after a restart.
     pub fn reopen(&self) -> Engine {
-        open_engine(&self._dir.path().join("proj"), &self.state).1
+        open_engine(&self._dir.path().join("proj"), &self.state, &self.backend).1
     }
 }
 
-fn open_engine(root: &Path, state: &Path) -> (FsStore, Engine) {
+fn open_engine(root: &Path, state: &Path, backend: &TestStore) -> (Stores, Engine) {
     {
         let project = bdk_project::load_project(root, false);
         let errors: Vec<_> =
@@ -75,14 +79,14 @@ fn open_engine(root: &Path, state: &Path) -> (FsStore, Engine) {
         let tools = Arc::new(ProjectTools::builder(&project).state_root(&state).build().unwrap());
         let resolved = bdk_model::resolve(&bdk_engine::model_input(&project), &|_| None);
         let provider = bdk_model::build(&resolved, &ProviderOptions::default());
-        let fs = FsStore::open(&state).unwrap();
+        let stores = backend.stores();
         let options = EngineOptions {
             price: resolved.price,
             capabilities: bdk_engine::capabilities(&project, &state),
             ..EngineOptions::default()
         };
-        let engine = Engine::with_options(config_of(&project), fs.stores(), provider, tools, options);
-        (fs, engine)
+        let engine = Engine::with_options(config_of(&project), stores.clone(), provider, tools, options);
+        (stores, engine)
     }
 }
 
@@ -101,7 +105,7 @@ impl Folder {
     }
 
     pub async fn workspace(&self, id: &SessionId) -> PathBuf {
-        within(self.fs.session_workspace(id)).await.unwrap()
+        within(self.stores.workspaces.session_workspace(id)).await.unwrap()
     }
 
     /// Every event of `id` so far.

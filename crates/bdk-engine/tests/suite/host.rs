@@ -10,7 +10,6 @@ use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_project::model::Predicate;
 use bdk_protocol::event::{ActionResult, SessionMode};
 use bdk_protocol::{CallId, EventData, SessionId};
-use bdk_store::FsStore;
 use bdk_tools::host::{HostErrorKind, SendRequest};
 use bdk_tools::{HostAccess, HostServices, NativeTool, ProjectTools, Scope, ToolContext, ToolError};
 use serde_json::{Value, json};
@@ -98,21 +97,22 @@ impl NativeTool for Memo {
 
 struct HostFixture {
     _dir: tempfile::TempDir,
+    _store: TestStore,
     engine: Engine,
     authority: Arc<RecordingAuthority>,
     memo: Memo,
 }
 
-fn fixture(steps: Vec<ScriptStep>) -> HostFixture {
+async fn fixture(steps: Vec<ScriptStep>) -> HostFixture {
     let dir = tempfile::tempdir().unwrap();
     let memo = Memo::default();
     let tools = ProjectTools::empty(dir.path()).without_builtins().native(memo.clone()).build().unwrap();
-    let store = FsStore::open(dir.path().join("state")).unwrap();
+    let store = TestStore::open(&dir.path().join("state")).await;
     let authority = Arc::new(RecordingAuthority::default());
     let options = EngineOptions { host: Some(authority.clone()), ..EngineOptions::default() };
     let provider = Arc::new(ScriptedProvider::new(steps));
     let engine = Engine::with_options(config(), store.stores(), provider, Arc::new(tools), options);
-    HostFixture { _dir: dir, engine, authority, memo }
+    HostFixture { _dir: dir, _store: store, engine, authority, memo }
 }
 
 /// Runs one turn that calls `memo` with `input`; returns the session and the call's result.
@@ -145,7 +145,7 @@ fn steps(inputs: &[Value]) -> Vec<ScriptStep> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_native_tool_uses_its_sessions_kv_and_files() {
     let first = json!({"remember": "buy milk"});
-    let fx = fixture(steps(&[first.clone(), json!({})]));
+    let fx = fixture(steps(&[first.clone(), json!({})])).await;
     let (a, result) = memo_turn(&fx, first).await;
     let out = result.result;
     assert_eq!(out["sessionId"], json!(a.to_string()));
@@ -176,7 +176,7 @@ async fn a_native_tool_uses_its_sessions_kv_and_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grants_are_revoked_when_the_call_returns() {
-    let fx = fixture(steps(&[json!({"remember": "x"})]));
+    let fx = fixture(steps(&[json!({"remember": "x"})])).await;
     let (id, result) = memo_turn(&fx, json!({"remember": "x"})).await;
     let granted = fx.authority.granted.lock().unwrap().clone();
     assert_eq!(granted.len(), 1);
@@ -193,7 +193,7 @@ async fn grants_are_revoked_when_the_call_returns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_starts_then_resumes_a_channel_session_as_the_caller() {
-    let fx = fixture(steps(&[json!({"send": true})]));
+    let fx = fixture(steps(&[json!({"send": true})])).await;
     let (caller, result) = memo_turn(&fx, json!({"send": true})).await;
     let sent = &result.result["sent"];
     assert_eq!(sent[0]["created"], json!(true), "{sent}");

@@ -7,11 +7,17 @@ use bdk_model::ScriptStep;
 use bdk_store::SyncStats;
 use serde_json::json;
 
-use super::support::{Fixture, follow, settled, within};
+use super::support::{Fixture, filesystem_only, follow, settled, within};
 
 #[tokio::test]
 async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs() {
-    let fx = Fixture::new(vec![ScriptStep::text("hello there"), ScriptStep::text("again")]);
+    if filesystem_only(
+        "a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs",
+        "the store's fsync counters",
+    ) {
+        return;
+    }
+    let fx = Fixture::new(vec![ScriptStep::text("hello there"), ScriptStep::text("again")]).await;
     let before = fx.fs.syncs();
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
@@ -36,7 +42,10 @@ async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_sync
 
 #[tokio::test]
 async fn a_session_that_calls_no_tool_creates_no_workspace_folder() {
-    let fx = Fixture::new(vec![ScriptStep::text("just words")]);
+    if filesystem_only("a_session_that_calls_no_tool_creates_no_workspace_folder", "the filesystem layout's folders") {
+        return;
+    }
+    let fx = Fixture::new(vec![ScriptStep::text("just words")]).await;
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let session_dir = fx.fs.layout().session_dir(&started.session_id);
@@ -46,7 +55,11 @@ async fn a_session_that_calls_no_tool_creates_no_workspace_folder() {
 
 #[tokio::test]
 async fn the_workspace_folder_appears_with_the_first_tool_call() {
-    let fx = Fixture::new(vec![ScriptStep::tool_call("c1", "add", json!({"a": 1, "b": 2})), ScriptStep::text("three")]);
+    if filesystem_only("the_workspace_folder_appears_with_the_first_tool_call", "the filesystem layout's folders") {
+        return;
+    }
+    let fx = Fixture::new(vec![ScriptStep::tool_call("c1", "add", json!({"a": 1, "b": 2})), ScriptStep::text("three")])
+        .await;
     let started = fx.start("add").await;
     settled(&fx.engine, &started.session_id, 1).await;
     assert!(fx.fs.layout().workspace_dir(&started.session_id).is_dir());

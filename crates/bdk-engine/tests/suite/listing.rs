@@ -99,8 +99,14 @@ fn status_of(listed: &[bdk_engine::SessionSummary], id: &SessionId) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn listing_reads_records_only_and_statuses_survive_a_restart() {
+    if filesystem_only(
+        "listing_reads_records_only_and_statuses_survive_a_restart",
+        "records written on disk behind the engine's back",
+    ) {
+        return;
+    }
     const BULK: usize = 2_000;
-    let fx = Fixture::new(vec![say("chat answer"), say("task result"), hang()]);
+    let fx = Fixture::new(vec![say("chat answer"), say("task result"), hang()]).await;
 
     // Sessions the engine runs: the actor keeps their records' status.
     let chat = fx.start("hi").await.session_id;
@@ -174,7 +180,13 @@ async fn listing_reads_records_only_and_statuses_survive_a_restart() {
 
 #[tokio::test]
 async fn a_record_without_status_falls_back_to_its_log() {
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "a_record_without_status_falls_back_to_its_log",
+        "records written on disk and the store's open-log count",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let store = fx.store();
     let waiting = write_session(
         &store,

@@ -8,17 +8,28 @@ use bdk_protocol::event::{
     FailureCode, MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
-use bdk_store::{EventLog, FsStore, NewEvent, SessionRecord, SessionStatus, SessionStore};
+use bdk_store::{EventLog, NewEvent, SessionRecord, SessionStatus, SessionStore};
 use std::sync::Arc;
 
 use super::support::*;
 
-/// Writes a session whose turn was in flight when the "process died".
-async fn interrupted_session(store: &FsStore, mode: SessionMode) -> (SessionId, String) {
+/// Writes, through a fresh handle on the fixture's state (released before the engine restarts), a
+/// session whose turn was in flight when the "process died".
+async fn interrupted(fx: &Fixture, mode: SessionMode) -> (SessionId, String) {
+    if on_postgres() {
+        return interrupted_session(&fx.backend.stores(), mode).await;
+    }
+    let store = fx.store();
+    let written = interrupted_session(&store.stores(), mode).await;
+    store.close_log(&written.0);
+    written
+}
+
+async fn interrupted_session(store: &bdk_store::Stores, mode: SessionMode) -> (SessionId, String) {
     let id = SessionId::generate();
     let mut record = SessionRecord::new(id.clone(), mode, "http", "alice");
     record.continuation_token = Some("http:0123".into());
-    within(store.create(record)).await.unwrap();
+    within(store.sessions.create(record)).await.unwrap();
     let turn = TurnId::generate();
     let started = SessionStarted {
         mode,
@@ -36,19 +47,14 @@ async fn interrupted_session(store: &FsStore, mode: SessionMode) -> (SessionId, 
         NewEvent::in_turn(turn.clone(), EventData::StepStarted(StepStarted { step: 0 })),
         NewEvent::in_turn(turn, EventData::MessageAppended(TextDelta { delta: "half an ans".into() })),
     ];
-    within(store.append(&id, events)).await.unwrap();
+    within(store.events.append(&id, events)).await.unwrap();
     (id, "http:0123".into())
 }
 
 #[tokio::test]
 async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
-    let fx = Fixture::echo();
-    let (id, token) = {
-        let store = fx.store();
-        let written = interrupted_session(&store, SessionMode::Chat).await;
-        store.close_log(&written.0);
-        written
-    };
+    let fx = Fixture::echo().await;
+    let (id, token) = interrupted(&fx, SessionMode::Chat).await;
     let provider = Arc::new(ScriptedProvider::new(vec![say("back again")]));
     let engine = fx.restart(provider.clone());
     assert_eq!(within(engine.recover()).await.unwrap(), 1);
@@ -76,13 +82,8 @@ async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
 
 #[tokio::test]
 async fn recovery_fails_an_interrupted_task_session() {
-    let fx = Fixture::echo();
-    let id = {
-        let store = fx.store();
-        let (id, _) = interrupted_session(&store, SessionMode::Task).await;
-        store.close_log(&id);
-        id
-    };
+    let fx = Fixture::echo().await;
+    let (id, _) = interrupted(&fx, SessionMode::Task).await;
     let engine = fx.restart(Arc::new(ScriptedProvider::echo()));
     assert_eq!(within(engine.recover()).await.unwrap(), 1);
     let events = within(engine.events(&id, &alice(), 0)).await.unwrap();
@@ -120,10 +121,13 @@ async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
     //! disk (their records say `waiting`, `completed` or `failed`) have no log read at all (the
     //! count of log reads, not a clock, is checked, so more sessions prove nothing more); the
     //! one interrupted session is recovered.
-    let fx = Fixture::echo();
+    if filesystem_only("start_up_reads_no_log_of_thousands_of_closed_sessions", "it writes session folders on disk") {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let open = {
         let store = fx.store();
-        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        let (id, _) = interrupted_session(&store.stores(), SessionMode::Chat).await;
         store.close_log(&id);
         id
     };
@@ -169,11 +173,17 @@ async fn start_up_reads_no_record_of_ten_thousand_closed_sessions() {
     //! Guards: the index of open sessions. With 10,000 settled sessions on disk, start-up reads
     //! the `session.json` of the open session only (the store's read counter, not a clock), and
     //! that session is still recovered. The time it takes is printed for the record.
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "start_up_reads_no_record_of_ten_thousand_closed_sessions",
+        "session folders on disk and the store's record-read counter",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let state = fx.dir.path().join("test");
     let open = {
         let store = fx.store();
-        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        let (id, _) = interrupted_session(&store.stores(), SessionMode::Chat).await;
         store.close_log(&id);
         // An earlier start built the index (this folder then had one session).
         assert_eq!(within(store.list_open()).await.unwrap().len(), 1);
@@ -207,12 +217,18 @@ async fn start_up_reads_no_record_of_ten_thousand_closed_sessions() {
 async fn the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale_markers() {
     //! Guards: a state folder from before the index (no `open/.built`) is scanned once and the
     //! open sessions marked; a marker whose session settled or vanished is removed when listed.
-    let fx = Fixture::echo();
+    if filesystem_only(
+        "the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale_markers",
+        "the open-session index folder",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
     let state = fx.dir.path().join("test");
     write_closed_sessions(&state, 50);
     let open = {
         let store = fx.store();
-        let (id, _) = interrupted_session(&store, SessionMode::Chat).await;
+        let (id, _) = interrupted_session(&store.stores(), SessionMode::Chat).await;
         store.close_log(&id);
         id
     };

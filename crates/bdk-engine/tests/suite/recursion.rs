@@ -8,7 +8,6 @@ use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_project::model::Predicate;
 use bdk_protocol::EventData;
 use bdk_protocol::event::SessionMode;
-use bdk_store::FsStore;
 use bdk_tools::{NativeTool, ProjectTools, ToolContext, ToolError};
 use serde_json::{Value, json};
 
@@ -46,7 +45,7 @@ impl NativeTool for Recurse {
 async fn a_tool_calling_itself_is_stopped_at_the_documented_depth() {
     let dir = tempfile::tempdir().unwrap();
     let tools = ProjectTools::empty(dir.path()).without_builtins().native(Recurse).build().unwrap();
-    let store = FsStore::open(dir.path().join("state")).unwrap();
+    let store = TestStore::open(&dir.path().join("state")).await;
     let provider =
         Arc::new(ScriptedProvider::new(vec![ScriptStep::tool_call("c0", "recurse", json!({})), say("done")]));
     let engine = Engine::new(config(), store.stores(), provider, Arc::new(tools));

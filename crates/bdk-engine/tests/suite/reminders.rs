@@ -13,7 +13,7 @@ use bdk_model::ScriptedProvider;
 use bdk_project::model::ReminderDef;
 use bdk_protocol::info::Source;
 use bdk_protocol::{EventData, SessionId};
-use bdk_store::{FiringRecord, FiringStatus, FsStore, TimedKind, TimedStore};
+use bdk_store::{FiringRecord, FiringStatus, TimedKind, TimedStore};
 use chrono::{DateTime, TimeZone as _, Utc};
 
 use super::support::{Fixture, alice, say, settled, within};
@@ -22,8 +22,13 @@ fn at(h: u32, m: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 2, h, m, 0).unwrap()
 }
 
-fn reminders(engine: &Engine, fs: &FsStore, clock: &Arc<ManualClock>, handlers: &[ReminderDef]) -> Reminders {
-    Reminders::new(engine.clone(), Arc::new(fs.clone()) as Arc<dyn TimedStore>, clock.clone(), handlers)
+fn reminders(
+    engine: &Engine,
+    fs: &Arc<dyn TimedStore>,
+    clock: &Arc<ManualClock>,
+    handlers: &[ReminderDef],
+) -> Reminders {
+    Reminders::new(engine.clone(), fs.clone(), clock.clone(), handlers)
 }
 
 fn prompt(delay: &str) -> CreateReminder {
@@ -36,7 +41,7 @@ fn prompt(delay: &str) -> CreateReminder {
     }
 }
 
-async fn rows_until(fs: &FsStore, id: &str, done: impl Fn(&[FiringRecord]) -> bool) -> Vec<FiringRecord> {
+async fn rows_until(fs: &Arc<dyn TimedStore>, id: &str, done: impl Fn(&[FiringRecord]) -> bool) -> Vec<FiringRecord> {
     within(async {
         loop {
             let rows = fs.firings(TimedKind::Reminder, id).await.unwrap();
@@ -63,18 +68,18 @@ async fn messages(engine: &Engine, session: &SessionId) -> Vec<String> {
 
 #[tokio::test]
 async fn a_reminder_survives_a_restart_and_fires_once() {
-    let fx = Fixture::new(vec![say("hello"), say("checked")]);
+    let fx = Fixture::new(vec![say("hello"), say("checked")]).await;
     let started = fx.start("watch my PR").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let clock = Arc::new(ManualClock::new(at(9, 0)));
-    let created = within(reminders(&fx.engine, &fx.fs, &clock, &[]).create(&started.session_id, prompt("2h"))).await;
+    let created = within(reminders(&fx.engine, &fx.timed, &clock, &[]).create(&started.session_id, prompt("2h"))).await;
     let created = created.unwrap();
     assert_eq!(created.next_due_at, Some(at(11, 0)));
 
     // Restart: a new engine and reminders on the same state; the clock passes the due time.
     let engine = fx.restart(Arc::new(ScriptedProvider::new(vec![say("checked")])));
     within(engine.recover()).await.unwrap();
-    let store = fx.store();
+    let store = fx.backend.timed();
     let clock = Arc::new(ManualClock::new(at(11, 30)));
     let after = reminders(&engine, &store, &clock, &[]);
     assert_eq!(within(after.list(Some(&started.session_id))).await.unwrap().len(), 1, "still armed");
@@ -100,11 +105,11 @@ async fn a_reminder_survives_a_restart_and_fires_once() {
 
 #[tokio::test]
 async fn a_cancelled_reminder_never_fires() {
-    let fx = Fixture::new(vec![say("hello"), say("woken")]);
+    let fx = Fixture::new(vec![say("hello"), say("woken")]).await;
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let clock = Arc::new(ManualClock::new(at(9, 0)));
-    let rem = reminders(&fx.engine, &fx.fs, &clock, &[]);
+    let rem = reminders(&fx.engine, &fx.timed, &clock, &[]);
     let cancelled = within(rem.create(&started.session_id, prompt("1h"))).await.unwrap();
     let sentinel = within(rem.create(&started.session_id, prompt("2h"))).await.unwrap();
     let done = within(rem.cancel(&cancelled.id, Some(&started.session_id))).await.unwrap();
@@ -115,8 +120,8 @@ async fn a_cancelled_reminder_never_fires() {
     });
     // Both due times pass; the sentinel (due later) fires, the cancelled one never does.
     clock.set(at(12, 0));
-    rows_until(&fx.fs, &sentinel.id, |r| r.len() == 1 && r[0].status == FiringStatus::Completed).await;
-    assert!(fx.fs.firings(TimedKind::Reminder, &cancelled.id).await.unwrap().is_empty());
+    rows_until(&fx.timed, &sentinel.id, |r| r.len() == 1 && r[0].status == FiringStatus::Completed).await;
+    assert!(fx.timed.firings(TimedKind::Reminder, &cancelled.id).await.unwrap().is_empty());
     let err = within(rem.dispatch(&cancelled.id)).await.unwrap_err();
     assert_eq!(err.code(), "reminder_not_active");
     // Another session cannot cancel (or see) it.
@@ -128,7 +133,7 @@ async fn a_cancelled_reminder_never_fires() {
 
 #[tokio::test]
 async fn a_named_handler_runs_and_its_followup_wakes_the_conversation() {
-    let fx = Fixture::new(vec![say("hello"), say("on it")]);
+    let fx = Fixture::new(vec![say("hello"), say("on it")]).await;
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let handler = ReminderDef {
@@ -145,7 +150,7 @@ async fn a_named_handler_runs_and_its_followup_wakes_the_conversation() {
         cwd: std::env::temp_dir(),
     };
     let clock = Arc::new(ManualClock::new(at(9, 0)));
-    let rem = reminders(&fx.engine, &fx.fs, &clock, &[handler]);
+    let rem = reminders(&fx.engine, &fx.timed, &clock, &[handler]);
     let request = CreateReminder {
         every: Some("30m".into()),
         handler: Some("ci_recheck".into()),
@@ -164,11 +169,11 @@ async fn a_named_handler_runs_and_its_followup_wakes_the_conversation() {
 
 #[tokio::test]
 async fn bad_reminders_are_refused_with_a_code() {
-    let fx = Fixture::new(vec![say("hello")]);
+    let fx = Fixture::new(vec![say("hello")]).await;
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let clock = Arc::new(ManualClock::new(at(9, 0)));
-    let rem = reminders(&fx.engine, &fx.fs, &clock, &[]);
+    let rem = reminders(&fx.engine, &fx.timed, &clock, &[]);
     let refuse = |request: CreateReminder| {
         let rem = rem.clone();
         let session = started.session_id.clone();

@@ -13,7 +13,6 @@ use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_project::model::Predicate;
 use bdk_protocol::event::SessionMode;
 use bdk_protocol::{CallId, EventData, SessionId};
-use bdk_store::{FsStore, TimedStore};
 use bdk_tools::{NativeTool, ProjectTools, ToolContext, ToolError};
 use chrono::{TimeZone as _, Utc};
 use serde_json::{Value, json};
@@ -66,9 +65,9 @@ impl NativeTool for Nudge {
     }
 }
 
-fn engine(dir: &std::path::Path, steps: Vec<ScriptStep>) -> (Engine, FsStore) {
+async fn engine(dir: &std::path::Path, steps: Vec<ScriptStep>) -> (Engine, TestStore) {
     let tools = ProjectTools::empty(dir).without_builtins().native(Nudge).build().unwrap();
-    let store = FsStore::open(dir.join("state")).unwrap();
+    let store = TestStore::open(&dir.join("state")).await;
     let provider = Arc::new(ScriptedProvider::new(steps));
     let engine = Engine::with_options(config(), store.stores(), provider, Arc::new(tools), EngineOptions::default());
     (engine, store)
@@ -121,9 +120,9 @@ async fn a_native_tool_arms_lists_and_cancels_a_reminder_that_wakes_its_conversa
         ScriptStep::tool_call("c6", "nudge", json!({"op": "cancel_all"})),
         say("cancelled"),
     ];
-    let (engine, store) = engine(dir.path(), steps);
+    let (engine, store) = engine(dir.path(), steps).await;
     let clock = Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0).unwrap()));
-    let reminders = Reminders::new(engine.clone(), Arc::new(store.clone()) as Arc<dyn TimedStore>, clock, &[]);
+    let reminders = Reminders::new(engine.clone(), store.timed(), clock, &[]);
 
     let started = within(engine.start_session(start("watch my PR", SessionMode::Chat))).await.unwrap();
     let id = started.session_id;
@@ -167,7 +166,7 @@ async fn a_native_tool_arms_lists_and_cancels_a_reminder_that_wakes_its_conversa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_reminders_the_services_say_so() {
     let dir = tempfile::tempdir().unwrap();
-    let (engine, _store) = engine(dir.path(), Vec::new());
+    let (engine, _store) = engine(dir.path(), Vec::new()).await;
     let services = engine.host_services(HostScope::session(SessionId::generate(), CallId::generate("x")));
     let error = services.reminder_create(json!({"delay": "1h", "prompt": "x"})).await.unwrap_err();
     assert_eq!(error.code, "reminders_unavailable");

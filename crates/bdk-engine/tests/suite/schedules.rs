@@ -13,7 +13,7 @@ use bdk_model::ScriptedProvider;
 use bdk_project::model::{ScheduleAction, ScheduleDef};
 use bdk_protocol::event::SessionMode;
 use bdk_protocol::info::Source;
-use bdk_store::{FiringRecord, FiringStatus, FsStore, SessionStore, TimedKind, TimedStore};
+use bdk_store::{FiringRecord, FiringStatus, SessionStore, TimedKind, TimedStore};
 use chrono::{DateTime, TimeZone as _, Utc};
 
 use super::support::{Fixture, hang, say, within};
@@ -39,16 +39,16 @@ fn prompt(id: &str, cron: &str) -> ScheduleDef {
     schedule(id, cron, ScheduleAction::Prompt("Summarize open incidents.".into()))
 }
 
-fn timed(fs: &FsStore) -> Arc<dyn TimedStore> {
-    Arc::new(fs.clone())
+fn timed(fs: &Arc<dyn TimedStore>) -> Arc<dyn TimedStore> {
+    fs.clone()
 }
 
-fn schedules(engine: &Engine, fs: &FsStore, clock: &Arc<ManualClock>, defs: &[ScheduleDef]) -> Schedules {
+fn schedules(engine: &Engine, fs: &Arc<dyn TimedStore>, clock: &Arc<ManualClock>, defs: &[ScheduleDef]) -> Schedules {
     Schedules::new(engine.clone(), timed(fs), clock.clone(), defs, ScheduleOptions::default())
 }
 
 /// Waits until the firing rows of `id` satisfy `done`.
-async fn rows_until(fs: &FsStore, id: &str, done: impl Fn(&[FiringRecord]) -> bool) -> Vec<FiringRecord> {
+async fn rows_until(fs: &Arc<dyn TimedStore>, id: &str, done: impl Fn(&[FiringRecord]) -> bool) -> Vec<FiringRecord> {
     within(async {
         loop {
             let rows = fs.firings(TimedKind::Schedule, id).await.unwrap();
@@ -78,18 +78,18 @@ async fn asleep(clock: &ManualClock) {
 
 #[tokio::test]
 async fn the_cron_loop_fires_a_prompt_schedule_once_per_due_time() {
-    let fx = Fixture::new(vec![say("first summary"), say("second summary")]);
+    let fx = Fixture::new(vec![say("first summary"), say("second summary")]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 30)));
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[prompt("heartbeat", "* * * * *")]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[prompt("heartbeat", "* * * * *")]);
     let looping = tokio::spawn({
         let sched = sched.clone();
         async move { sched.run().await }
     });
 
     asleep(&clock).await;
-    assert!(fx.fs.firings(TimedKind::Schedule, "heartbeat").await.unwrap().is_empty(), "nothing before it is due");
+    assert!(fx.timed.firings(TimedKind::Schedule, "heartbeat").await.unwrap().is_empty(), "nothing before it is due");
     clock.set(at(9, 1, 0));
-    let rows = rows_until(&fx.fs, "heartbeat", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "heartbeat", |r| all_done(r, 1)).await;
     assert_eq!(rows[0].due_at, at(9, 1, 0));
     assert_eq!((rows[0].status, rows[0].trigger.as_str()), (FiringStatus::Completed, "cron"));
     let owner = bdk_engine::Principal::new("schedule:heartbeat");
@@ -99,7 +99,7 @@ async fn the_cron_loop_fires_a_prompt_schedule_once_per_due_time() {
     // The next minute fires again, once.
     asleep(&clock).await;
     clock.set(at(9, 2, 0));
-    let rows = rows_until(&fx.fs, "heartbeat", |r| all_done(r, 2)).await;
+    let rows = rows_until(&fx.timed, "heartbeat", |r| all_done(r, 2)).await;
     assert_eq!(rows[1].due_at, at(9, 2, 0));
     assert_ne!(rows[0].session_ids, rows[1].session_ids);
     sched.shutdown();
@@ -109,13 +109,13 @@ async fn the_cron_loop_fires_a_prompt_schedule_once_per_due_time() {
 
 #[tokio::test]
 async fn dev_dispatch_returns_the_session_and_unknown_ids_are_refused() {
-    let fx = Fixture::new(vec![say("done")]);
+    let fx = Fixture::new(vec![say("done")]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 0)));
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[prompt("heartbeat", "0 9 * * 1-5")]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[prompt("heartbeat", "0 9 * * 1-5")]);
     let dispatched = within(sched.dispatch("heartbeat", Trigger::Dev)).await.unwrap();
     assert_eq!(dispatched.schedule_id, "heartbeat");
     assert_eq!(dispatched.session_ids.len(), 1);
-    let rows = rows_until(&fx.fs, "heartbeat", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "heartbeat", |r| all_done(r, 1)).await;
     assert_eq!((rows[0].trigger.as_str(), &rows[0].session_ids), ("dev", &dispatched.session_ids));
     let err = sched.dispatch("nope", Trigger::Dev).await.unwrap_err();
     assert!(matches!(err, TimedError::UnknownSchedule(_)), "{err}");
@@ -124,20 +124,20 @@ async fn dev_dispatch_returns_the_session_and_unknown_ids_are_refused() {
 
 #[tokio::test]
 async fn an_internal_retry_within_the_minute_does_not_fire_again() {
-    let fx = Fixture::new(vec![say("done"), say("never")]);
+    let fx = Fixture::new(vec![say("done"), say("never")]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 5)));
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[prompt("heartbeat", "0 9 * * *")]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[prompt("heartbeat", "0 9 * * *")]);
     let first = within(sched.dispatch("heartbeat", Trigger::Internal)).await.unwrap();
     clock.set(at(9, 0, 40));
     let retry = within(sched.dispatch("heartbeat", Trigger::Internal)).await.unwrap();
     assert_eq!(first, retry);
-    let rows = rows_until(&fx.fs, "heartbeat", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "heartbeat", |r| all_done(r, 1)).await;
     assert_eq!(rows[0].due_at, at(9, 0, 0));
 }
 
 #[tokio::test]
 async fn a_claim_whose_session_never_started_is_started_at_the_next_start() {
-    let fx = Fixture::new(vec![say("recovered")]);
+    let fx = Fixture::new(vec![say("recovered")]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 10)));
     // The previous process claimed the firing and died before starting its session.
     let claim = FiringRecord {
@@ -151,10 +151,10 @@ async fn a_claim_whose_session_never_started_is_started_at_the_next_start() {
         finished_at: None,
         error: None,
     };
-    assert!(fx.fs.claim_firing(claim).await.unwrap());
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[prompt("heartbeat", "0 9 * * *")]);
+    assert!(fx.timed.claim_firing(claim).await.unwrap());
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[prompt("heartbeat", "0 9 * * *")]);
     assert_eq!(within(sched.recover()).await.unwrap(), 1);
-    let rows = rows_until(&fx.fs, "heartbeat", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "heartbeat", |r| all_done(r, 1)).await;
     assert_eq!((rows[0].status, rows[0].session_ids.len()), (FiringStatus::Completed, 1));
     // Not fired a second time as "missed": its row exists.
     assert_eq!(within(sched.fire_missed()).await.unwrap(), 0);
@@ -163,24 +163,24 @@ async fn a_claim_whose_session_never_started_is_started_at_the_next_start() {
 
 #[tokio::test]
 async fn a_restart_in_the_middle_of_a_firing_neither_loses_nor_doubles_it() {
-    let fx = Fixture::new(vec![hang()]);
+    let fx = Fixture::new(vec![hang()]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 10)));
     let defs = [prompt("heartbeat", "0 9 * * *")];
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &defs);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &defs);
     let dispatched = within(sched.dispatch("heartbeat", Trigger::Dev)).await.unwrap();
     let session = dispatched.session_ids[0].clone();
     // The process dies mid-firing, and just before the session id reached the row.
     sched.shutdown();
     within(fx.engine.drain(Duration::ZERO)).await;
-    let mut rows = fx.fs.firings(TimedKind::Schedule, "heartbeat").await.unwrap();
+    let mut rows = fx.timed.firings(TimedKind::Schedule, "heartbeat").await.unwrap();
     rows[0].session_ids.clear();
     rows[0].status = FiringStatus::Claimed;
-    fx.fs.update_firing(rows[0].clone()).await.unwrap();
+    fx.timed.update_firing(rows[0].clone()).await.unwrap();
 
     // Restart: the engine closes the interrupted turn, the schedules pick the open row up.
     let engine = fx.restart(Arc::new(ScriptedProvider::new(vec![say("would be a double")])));
     within(engine.recover()).await.unwrap();
-    let store = fx.store();
+    let store = fx.backend.timed();
     let sched = schedules(&engine, &store, &clock, &defs);
     assert_eq!(within(sched.recover()).await.unwrap(), 1);
     let rows = rows_until(&store, "heartbeat", |r| all_done(r, 1)).await;
@@ -194,8 +194,8 @@ async fn a_restart_in_the_middle_of_a_firing_neither_loses_nor_doubles_it() {
 
 #[tokio::test]
 async fn a_firing_missed_while_down_fires_once_within_the_grace_window() {
-    let fx = Fixture::new(vec![say("late"), say("never")]);
-    let store = fx.store();
+    let fx = Fixture::new(vec![say("late"), say("never")]).await;
+    let store = fx.backend.timed();
     // The schedule fired yesterday in this state directory.
     let yesterday = FiringRecord {
         kind: TimedKind::Schedule,
@@ -225,7 +225,7 @@ async fn a_firing_missed_while_down_fires_once_within_the_grace_window() {
 
 #[tokio::test]
 async fn a_hanging_run_command_is_bounded_by_its_timeout_and_recorded_as_failed() {
-    let fx = Fixture::new(vec![]);
+    let fx = Fixture::new(vec![]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 0)));
     let mut def =
         schedule("poll", "*/5 * * * *", ScheduleAction::Run(vec!["sh".into(), "-c".into(), "sleep 30".into()]));
@@ -235,14 +235,14 @@ async fn a_hanging_run_command_is_bounded_by_its_timeout_and_recorded_as_failed(
         "*/5 * * * *",
         ScheduleAction::Run(vec!["sh".into(), "-c".into(), "cat >/dev/null; echo '{\"ok\":true}'".into()]),
     );
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[def, ok]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[def, ok]);
     let dispatched = within(sched.dispatch("poll", Trigger::Dev)).await.unwrap();
     assert!(dispatched.session_ids.is_empty());
-    let rows = rows_until(&fx.fs, "poll", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "poll", |r| all_done(r, 1)).await;
     assert_eq!(rows[0].status, FiringStatus::Failed);
     assert!(rows[0].error.as_deref().unwrap_or("").contains("timed out"), "{:?}", rows[0].error);
     within(sched.dispatch("tick", Trigger::Dev)).await.unwrap();
-    let rows = rows_until(&fx.fs, "tick", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "tick", |r| all_done(r, 1)).await;
     assert_eq!(rows[0].status, FiringStatus::Completed, "{:?}", rows[0].error);
 }
 
@@ -250,17 +250,18 @@ async fn a_hanging_run_command_is_bounded_by_its_timeout_and_recorded_as_failed(
 async fn receive_schedules_hand_their_message_into_the_channel_and_continue_one_conversation() {
     //! Guards: `receive` starts a chat session on the named channel as `schedule:<id>`, keyed
     //! `schedule:<id>`, and the next firing continues that same session.
-    let fx = Fixture::new(vec![say("noted"), say("noted again")]);
+    let fx = Fixture::new(vec![say("noted"), say("noted again")]).await;
     let clock = Arc::new(ManualClock::new(at(9, 0, 0)));
     let def = schedule("intake", "0 9 * * *", ScheduleAction::Receive { channel: "ops".into(), message: "hi".into() });
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[def]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[def]);
     let status = within(sched.status()).await.unwrap();
     assert!(status[0].runs && status[0].next_fire_at.is_some());
     let first = within(sched.dispatch("intake", Trigger::Dev)).await.unwrap();
     assert_eq!(first.session_ids.len(), 1);
-    let rows = rows_until(&fx.fs, "intake", |r| all_done(r, 1)).await;
+    let rows = rows_until(&fx.timed, "intake", |r| all_done(r, 1)).await;
     assert_eq!(rows[0].status, FiringStatus::Completed, "{:?}", rows[0].error);
-    let record = within(SessionStore::get(&fx.fs, &first.session_ids[0])).await.unwrap().unwrap();
+    let record =
+        within(SessionStore::get(&*fx.backend.stores().sessions, &first.session_ids[0])).await.unwrap().unwrap();
     assert_eq!((record.channel.as_str(), record.principal.as_str()), ("ops", "schedule:intake"));
     assert_eq!(record.mode, SessionMode::Chat);
     assert_eq!(record.continuation_token.as_deref(), Some("ops:schedule:intake"));
@@ -271,13 +272,13 @@ async fn receive_schedules_hand_their_message_into_the_channel_and_continue_one_
 
 #[tokio::test]
 async fn status_shows_the_next_firing_from_the_clock_and_the_last_outcome() {
-    let fx = Fixture::new(vec![say("ok")]);
+    let fx = Fixture::new(vec![say("ok")]).await;
     let clock = Arc::new(ManualClock::new(at(8, 59, 0)));
-    let sched = schedules(&fx.engine, &fx.fs, &clock, &[prompt("daily", "0 9 * * *")]);
+    let sched = schedules(&fx.engine, &fx.timed, &clock, &[prompt("daily", "0 9 * * *")]);
     let status = within(sched.status()).await.unwrap();
     assert_eq!((status[0].next_fire_at, status[0].last.is_none()), (Some(at(9, 0, 0)), true));
     within(sched.dispatch("daily", Trigger::Dev)).await.unwrap();
-    rows_until(&fx.fs, "daily", |r| all_done(r, 1)).await;
+    rows_until(&fx.timed, "daily", |r| all_done(r, 1)).await;
     let status = within(sched.status()).await.unwrap();
     assert_eq!(status[0].last.as_ref().map(|r| r.status), Some(FiringStatus::Completed));
 }

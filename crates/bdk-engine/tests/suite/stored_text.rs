@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bdk_model::{ModelError, ScriptStep, ScriptedProvider};
 use bdk_protocol::event::{SessionMode, TextCompleted, TextDelta, TurnCompleted, Usage};
 use bdk_protocol::{Event, EventData};
-use bdk_store::{EventLog, NewEvent, SessionRecord, SessionStore};
+use bdk_store::{NewEvent, SessionRecord};
 use serde_json::json;
 
 use super::support::*;
@@ -17,14 +17,18 @@ fn lines(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| serde_json::to_string(e).unwrap()).collect()
 }
 
-fn log_bytes(fx: &Fixture, id: &bdk_protocol::SessionId) -> u64 {
+/// The bytes the store holds for the log: its file, or on PostgreSQL the stored events' JSON.
+async fn log_bytes(fx: &Fixture, id: &bdk_protocol::SessionId) -> u64 {
+    if on_postgres() {
+        return lines(&raw(fx, id).await).iter().map(|l| l.len() as u64 + 1).sum();
+    }
     let path = fx.dir.path().join("test/sessions").join(id.to_string()).join("events.ndjson");
     std::fs::metadata(path).unwrap().len()
 }
 
 /// The raw log, as the store holds it (no expansion).
 async fn raw(fx: &Fixture, id: &bdk_protocol::SessionId) -> Vec<Event> {
-    within(fx.store().read(id, 0, None)).await.unwrap()
+    within(fx.backend.stores().events.read(id, 0, None)).await.unwrap()
 }
 
 fn completed_text(events: &[Event]) -> Vec<String> {
@@ -41,7 +45,7 @@ fn completed_text(events: &[Event]) -> Vec<String> {
 async fn a_large_answer_is_stored_about_once() {
     // 512 KiB of words: under the default output cap, streamed as many deltas.
     let answer = "lorem ipsum dolor sit amet ".repeat(512 * 1024 / 27);
-    let fx = Fixture::new(vec![say(&answer)]);
+    let fx = Fixture::new(vec![say(&answer)]).await;
     let started = within(fx.engine.start_session(start("go", SessionMode::Task))).await.unwrap();
     let id = started.session_id;
     let live = settled(&fx.engine, &id, 1).await;
@@ -57,7 +61,7 @@ async fn a_large_answer_is_stored_about_once() {
     assert_eq!(session.result.as_deref(), Some(answer.as_str()));
 
     // On disk the text is there once: the deltas, and references.
-    let stored = log_bytes(&fx, &id);
+    let stored = log_bytes(&fx, &id).await;
     let inline: usize = lines(&live).iter().map(|l| l.len() + 1).sum();
     eprintln!("answer {} bytes: log {stored} bytes stored, {inline} bytes inline", answer.len());
     assert!(stored < answer.len() as u64 * 6 / 5, "the log holds {stored} bytes for {} bytes of text", answer.len());
@@ -77,7 +81,7 @@ async fn replayed_events_are_byte_identical_to_live_ones() {
         ),
         say("the sum is 3").with_reasoning("adding done"),
     ];
-    let fx = Fixture::new(steps);
+    let fx = Fixture::new(steps).await;
     let started = within(fx.engine.start_session(start("add 1 and 2", SessionMode::Task))).await.unwrap();
     let id = started.session_id;
     let live = settled(&fx.engine, &id, 1).await;
@@ -117,11 +121,11 @@ async fn replayed_events_are_byte_identical_to_live_ones() {
 
 #[tokio::test]
 async fn a_log_written_with_inline_text_still_reads() {
-    let fx = Fixture::new(vec![say("a follow-up answer")]);
+    let fx = Fixture::new(vec![say("a follow-up answer")]).await;
     let id = bdk_protocol::SessionId::generate();
     let turn = bdk_protocol::TurnId::generate();
-    let store = fx.store();
-    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
+    let store = fx.backend.stores();
+    store.sessions.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
     let data = [
         EventData::MessageAppended(TextDelta { delta: "an old ".into() }),
         EventData::MessageAppended(TextDelta { delta: "answer".into() }),
@@ -135,7 +139,7 @@ async fn a_log_written_with_inline_text_still_reads() {
         }),
     ];
     let events: Vec<NewEvent> = data.iter().cloned().map(|d| NewEvent::in_turn(turn.clone(), d)).collect();
-    let written = within(store.append(&id, events)).await.unwrap();
+    let written = within(store.events.append(&id, events)).await.unwrap();
     let read = within(fx.engine.events(&id, &alice(), 0)).await.unwrap();
     let expected: Vec<Event> = written.iter().map(|e| (**e).clone()).collect();
     assert_eq!(lines(&read), lines(&expected));
@@ -148,7 +152,7 @@ async fn a_turn_that_fails_mid_text_keeps_its_deltas_and_replays_the_same() {
         error: Some(ModelError::Authentication { message: "revoked mid-stream".into() }),
         ..Default::default()
     };
-    let fx = Fixture::new(vec![broken, say("the second try")]);
+    let fx = Fixture::new(vec![broken, say("the second try")]).await;
     let started = fx.start("go").await;
     let id = started.session_id;
     let live = settled(&fx.engine, &id, 1).await;

@@ -11,7 +11,7 @@ use bdk_engine::reminders::{CreateReminder, Reminders};
 use bdk_engine::schedules::{ScheduleOptions, Schedules, Trigger};
 use bdk_project::model::{ScheduleAction, ScheduleDef};
 use bdk_protocol::info::Source;
-use bdk_store::{BoxFuture, FiringRecord, FiringStatus, FsStore, ReminderRecord, TimedKind, TimedStore};
+use bdk_store::{BoxFuture, FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};
 use chrono::{DateTime, TimeZone as _, Utc};
 use tokio::sync::Notify;
 
@@ -20,13 +20,13 @@ use super::support::{Fixture, say, settled, within};
 /// A timed store that, after a successful claim, says so and waits for `go` before returning.
 #[derive(Debug)]
 struct HeldClaims {
-    inner: FsStore,
+    inner: Arc<dyn TimedStore>,
     claimed: Notify,
     go: Notify,
 }
 
 impl HeldClaims {
-    fn new(inner: &FsStore) -> Arc<Self> {
+    fn new(inner: &Arc<dyn TimedStore>) -> Arc<Self> {
         Arc::new(Self { inner: inner.clone(), claimed: Notify::new(), go: Notify::new() })
     }
 }
@@ -68,8 +68,8 @@ fn at(h: u32, m: u32) -> DateTime<Utc> {
 
 #[tokio::test]
 async fn recovery_racing_a_dev_dispatch_does_not_start_the_firing_again() {
-    let fx = Fixture::new(vec![say("done"), say("a second session")]);
-    let store = HeldClaims::new(&fx.fs);
+    let fx = Fixture::new(vec![say("done"), say("a second session")]).await;
+    let store = HeldClaims::new(&fx.timed);
     let clock = Arc::new(ManualClock::new(at(9, 0)));
     let def = ScheduleDef {
         id: "heartbeat".into(),
@@ -94,7 +94,7 @@ async fn recovery_racing_a_dev_dispatch_does_not_start_the_firing_again() {
 
     let rows = within(async {
         loop {
-            let rows = fx.fs.firings(TimedKind::Schedule, "heartbeat").await.unwrap();
+            let rows = fx.timed.firings(TimedKind::Schedule, "heartbeat").await.unwrap();
             if rows.iter().all(|r| r.status != FiringStatus::Claimed) {
                 return rows;
             }
@@ -109,10 +109,10 @@ async fn recovery_racing_a_dev_dispatch_does_not_start_the_firing_again() {
 
 #[tokio::test]
 async fn recovery_racing_a_reminder_dispatch_does_not_close_it_as_interrupted() {
-    let fx = Fixture::new(vec![say("hello"), say("checked")]);
+    let fx = Fixture::new(vec![say("hello"), say("checked")]).await;
     let started = fx.start("watch my PR").await;
     settled(&fx.engine, &started.session_id, 1).await;
-    let store = HeldClaims::new(&fx.fs);
+    let store = HeldClaims::new(&fx.timed);
     let clock = Arc::new(ManualClock::new(at(9, 0)));
     let rem = Reminders::new(fx.engine.clone(), store.clone(), clock, &[]);
     let request =
@@ -131,6 +131,6 @@ async fn recovery_racing_a_reminder_dispatch_does_not_close_it_as_interrupted() 
     let row = within(dispatch).await.unwrap().unwrap();
     assert_eq!(within(recovering).await.unwrap().unwrap(), 0, "the dispatch's own claim is not a leftover");
     assert_eq!(row.status, FiringStatus::Completed, "{:?}", row.error);
-    let rows = fx.fs.firings(TimedKind::Reminder, &created.id).await.unwrap();
+    let rows = fx.timed.firings(TimedKind::Reminder, &created.id).await.unwrap();
     assert_eq!((rows.len(), rows[0].status), (1, FiringStatus::Completed), "{:?}", rows[0].error);
 }

@@ -12,7 +12,7 @@ use super::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_racing_follow_ups_on_one_token_admit_exactly_one() {
-    let fx = Fixture::echo();
+    let fx = Fixture::echo().await;
     let started = fx.start("hello").await;
     settled(&fx.engine, &started.session_id, 1).await;
 
@@ -62,7 +62,7 @@ async fn fifty_racing_follow_ups_on_one_token_admit_exactly_one() {
 
 #[tokio::test]
 async fn channel_tokens_are_stable() {
-    let fx = Fixture::echo();
+    let fx = Fixture::echo().await;
     let mut request = start("hi", SessionMode::Chat);
     request.channel = "github".into();
     request.continuation_key = Some("pr:acme/app#1".into());
@@ -78,7 +78,7 @@ async fn channel_tokens_are_stable() {
 
 #[tokio::test]
 async fn only_the_owner_may_touch_a_session() {
-    let fx = Fixture::echo();
+    let fx = Fixture::echo().await;
     let started = fx.start("mine").await;
     settled(&fx.engine, &started.session_id, 1).await;
     let id = &started.session_id;
@@ -107,7 +107,7 @@ async fn only_the_owner_may_touch_a_session() {
 
 #[tokio::test]
 async fn unknown_sessions_are_not_found() {
-    let fx = Fixture::echo();
+    let fx = Fixture::echo().await;
     let id = SessionId::generate();
     let missing = within(fx.engine.follow_up(&id, follow("x", "http:nope", Admission::Preempt))).await;
     assert!(matches!(missing, Err(EngineError::SessionNotFound(_))), "{missing:?}");
@@ -155,7 +155,7 @@ proptest::proptest! {
     ) {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         runtime.block_on(async {
-            let fx = Fixture::echo();
+            let fx = Fixture::echo().await;
             let started = fx.start("hello").await;
             let id = started.session_id.clone();
             let mut seen = vec![started.continuation_token.clone()];

@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bdk_engine::{Admission, Capabilities, Definitions, Engine};
 use bdk_model::{ModelRequest, ScriptStep, ScriptedProvider};
-use bdk_store::FsStore;
 use bdk_tools::{BoxFuture, ToolInvocation, ToolOutcome, ToolRegistry, ToolSpec};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{config, follow, settled, start, within};
+use super::support::{TestStore, config, follow, settled, start, within};
 
 /// One tool, `add`; counts how often its list is asked for.
 #[derive(Debug)]
@@ -71,7 +70,7 @@ async fn a_fixed_list_is_built_once_per_snapshot_and_shared_by_every_request() {
     let dir = tempfile::tempdir().unwrap();
     let provider = Arc::new(script());
     let tools = Counted::new(true);
-    let store = FsStore::open(dir.path().join("test")).unwrap();
+    let store = TestStore::open(&dir.path().join("test")).await;
     let engine = Engine::new(config(), store.stores(), provider.clone(), tools.clone());
     let requests = three_steps(&engine, &provider).await;
     assert_eq!(requests.len(), 3);
@@ -100,7 +99,7 @@ async fn a_list_that_can_change_is_asked_for_on_every_turn() {
     let dir = tempfile::tempdir().unwrap();
     let provider = Arc::new(script());
     let tools = Counted::new(false);
-    let store = FsStore::open(dir.path().join("test")).unwrap();
+    let store = TestStore::open(&dir.path().join("test")).await;
     let engine = Engine::new(config(), store.stores(), provider.clone(), tools.clone());
     let requests = three_steps(&engine, &provider).await;
     assert_eq!(tools.asked(), 2, "once per turn");

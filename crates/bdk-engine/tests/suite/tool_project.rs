@@ -11,7 +11,7 @@ use bdk_engine::{Engine, SessionStarted, StartSession};
 use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_protocol::event::{ActionResult, ApprovalResolved, SessionMode};
 use bdk_protocol::{CallId, Event, EventData, SessionId};
-use bdk_store::{FsStore, WorkspaceStore};
+use bdk_store::Stores;
 use bdk_tools::ProjectTools;
 use tempfile::TempDir;
 
@@ -59,9 +59,16 @@ effect = "read"
 command = ["sh", "-c", "cat > /dev/null; cat \"$BDK_WORKSPACE_DIR/notes.txt\""]
 "#;
 
+/// The tools of [`ToolFixture::standard`].
+const STANDARD: [(&str, &str); 3] =
+    [("bot/tools/promote.toml", PROMOTE), ("bot/tools/lookup.toml", LOOKUP), ("bot/tools/publish.toml", PUBLISH)];
+
 pub struct ToolFixture {
     pub dir: TempDir,
-    pub fs: FsStore,
+    /// The state on this run's backend.
+    pub backend: TestStore,
+    /// The stores the engine runs on.
+    pub stores: Stores,
     pub engine: Engine,
     pub provider: Arc<ScriptedProvider>,
     pub tools: Arc<ProjectTools>,
@@ -69,9 +76,27 @@ pub struct ToolFixture {
 
 impl ToolFixture {
     /// A project with `files` (paths under the project root, e.g. `bot/tools/x.toml`) besides
-    /// `bot/instructions.md`, and a provider replaying `steps`.
-    pub fn new(files: &[(&str, &str)], steps: Vec<ScriptStep>) -> Self {
+    /// `bot/instructions.md`, and a provider replaying `steps`, on this run's backend.
+    pub async fn new(files: &[(&str, &str)], steps: Vec<ScriptStep>) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let backend = TestStore::open(&dir.path().join("state")).await;
+        Self::build(dir, backend, files, steps)
+    }
+
+    /// The usual tools: promote, lookup, publish.
+    pub async fn standard(steps: Vec<ScriptStep>) -> Self {
+        Self::new(&STANDARD, steps).await
+    }
+
+    /// [`ToolFixture::standard`] on the filesystem, built outside any runtime: for tests that
+    /// stop a runtime to simulate a crash (a database handle would die with it).
+    pub fn standard_on_filesystem(steps: Vec<ScriptStep>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = TestStore::filesystem(&dir.path().join("state"));
+        Self::build(dir, backend, &STANDARD, steps)
+    }
+
+    fn build(dir: TempDir, backend: TestStore, files: &[(&str, &str)], steps: Vec<ScriptStep>) -> Self {
         let root = dir.path().join("proj");
         write(&root.join("bot/instructions.md"), "You are a test agent.\n");
         for (rel, text) in files {
@@ -80,21 +105,9 @@ impl ToolFixture {
         let project = bdk_project::load_project(&root, false);
         let tools = Arc::new(ProjectTools::builder(&project).without_builtins().build().unwrap());
         let provider = Arc::new(ScriptedProvider::new(steps));
-        let fs = FsStore::open(dir.path().join("state")).unwrap();
-        let engine = Engine::new(config(), fs.stores(), provider.clone(), tools.clone());
-        ToolFixture { dir, fs, engine, provider, tools }
-    }
-
-    /// The usual tools: promote, lookup, publish.
-    pub fn standard(steps: Vec<ScriptStep>) -> Self {
-        Self::new(
-            &[
-                ("bot/tools/promote.toml", PROMOTE),
-                ("bot/tools/lookup.toml", LOOKUP),
-                ("bot/tools/publish.toml", PUBLISH),
-            ],
-            steps,
-        )
+        let stores = backend.stores();
+        let engine = Engine::new(config(), stores.clone(), provider.clone(), tools.clone());
+        ToolFixture { dir, backend, stores, engine, provider, tools }
     }
 
     pub fn bot(&self) -> PathBuf {
@@ -104,8 +117,7 @@ impl ToolFixture {
     /// A fresh store and engine on the same state folder and tools, as after a restart.
     pub fn restart(&self, steps: Vec<ScriptStep>) -> (Engine, Arc<ScriptedProvider>) {
         let provider = Arc::new(ScriptedProvider::new(steps));
-        let store = FsStore::open(self.dir.path().join("state")).unwrap();
-        (Engine::new(config(), store.stores(), provider.clone(), self.tools.clone()), provider)
+        (Engine::new(config(), self.backend.stores(), provider.clone(), self.tools.clone()), provider)
     }
 
     pub async fn start(&self, request: StartSession) -> SessionStarted {
@@ -117,7 +129,7 @@ impl ToolFixture {
     }
 
     pub async fn workspace(&self, id: &SessionId) -> PathBuf {
-        within(self.fs.session_workspace(id)).await.unwrap()
+        within(self.stores.workspaces.session_workspace(id)).await.unwrap()
     }
 }
 

@@ -12,7 +12,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn a_text_turn_records_its_events_in_order() {
-    let fx = Fixture::new(vec![say("Hello there, friend.").with_reasoning("The user greets me.")]);
+    let fx = Fixture::new(vec![say("Hello there, friend.").with_reasoning("The user greets me.")]).await;
     let started = fx.start("hi").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     assert_eq!(
@@ -77,7 +77,8 @@ async fn several_tool_calls_in_one_step_run_concurrently_and_are_recorded() {
             .with_tool_call("c3", "add", json!({"a": 3, "b": 4}))
             .with_usage(Usage { input_tokens: 7, output_tokens: 3, ..Default::default() }),
         say("All done."),
-    ]);
+    ])
+    .await;
     let started = fx.start("go").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     let shape = shape(&events);
@@ -126,7 +127,7 @@ async fn a_model_error_fails_the_turn_and_a_chat_session_waits() {
         text: Some("partial ".into()),
         ..ScriptStep::error(ModelError::Server { status: 500, message: "boom".into() })
     };
-    let fx = Fixture::new(vec![broken, say("recovered")]);
+    let fx = Fixture::new(vec![broken, say("recovered")]).await;
     let started = fx.start("hi").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     let failed = events.iter().find_map(|e| match &e.data {
@@ -152,7 +153,7 @@ async fn a_model_error_fails_the_turn_and_a_chat_session_waits() {
 
 #[tokio::test]
 async fn a_model_error_fails_a_task_session() {
-    let fx = Fixture::new(vec![ScriptStep::error(ModelError::Authentication { message: "bad key".into() })]);
+    let fx = Fixture::new(vec![ScriptStep::error(ModelError::Authentication { message: "bad key".into() })]).await;
     let started = within(fx.engine.start_session(start("do it", SessionMode::Task))).await.unwrap();
     let events = settled(&fx.engine, &started.session_id, 1).await;
     let Some(EventData::SessionFailed(failed)) = events.last().map(|e| &e.data) else { panic!("{:?}", types(&events)) };
@@ -164,7 +165,7 @@ async fn running_out_of_steps_fails_the_turn() {
     let mut config = config();
     config.max_steps = 2;
     let steps = (0..3).map(|i| ScriptStep::tool_call(format!("c{i}"), "add", json!({"a": i}))).collect();
-    let fx = Fixture::with(config, bdk_model::ScriptedProvider::new(steps));
+    let fx = Fixture::with(config, bdk_model::ScriptedProvider::new(steps)).await;
     let started = fx.start("loop").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     assert_eq!(count(&events, "step.started"), 2);
@@ -182,7 +183,7 @@ async fn running_out_of_steps_fails_the_turn() {
 async fn broken_tool_arguments_are_told_to_the_model() {
     let mut step = ScriptStep::default();
     step.tool_calls.push(bdk_model::ToolCall { id: "c1".into(), name: "add".into(), arguments: "{not json".into() });
-    let fx = Fixture::new(vec![step, say("sorry")]);
+    let fx = Fixture::new(vec![step, say("sorry")]).await;
     let started = fx.start("go").await;
     let events = settled(&fx.engine, &started.session_id, 1).await;
     let trajectory = Trajectory::from_events(&events);
@@ -193,7 +194,7 @@ async fn broken_tool_arguments_are_told_to_the_model() {
 
 #[tokio::test]
 async fn cost_folds_completed_turns() {
-    let fx = Fixture::new(vec![say("one"), say("two")]);
+    let fx = Fixture::new(vec![say("one"), say("two")]).await;
     let started = fx.start("a").await;
     settled(&fx.engine, &started.session_id, 1).await;
     within(fx.engine.follow_up(&started.session_id, follow("b", &started.continuation_token, Default::default())))

@@ -96,6 +96,9 @@ fn turn_failed_error(events: &[Event]) -> Option<String> {
 
 #[tokio::test]
 async fn a_state_root_that_fills_up_mid_turn_degrades_and_recovers() {
+    if filesystem_only("a_state_root_that_fills_up_mid_turn_degrades_and_recovers", "a full or read-only state root") {
+        return;
+    }
     let Some(tmpfs) = Tmpfs::mount("a_state_root_that_fills_up_mid_turn_degrades_and_recovers") else { return };
     let reason = "No space left on device";
     let host = host()
@@ -149,6 +152,12 @@ async fn a_state_root_that_fills_up_mid_turn_degrades_and_recovers() {
 
 #[tokio::test]
 async fn a_host_on_a_read_only_state_root_serves_reads_and_recovers_when_writable() {
+    if filesystem_only(
+        "a_host_on_a_read_only_state_root_serves_reads_and_recovers_when_writable",
+        "a full or read-only state root",
+    ) {
+        return;
+    }
     let Some(tmpfs) = Tmpfs::mount("a_host_on_a_read_only_state_root_serves_reads_and_recovers_when_writable") else {
         return;
     };

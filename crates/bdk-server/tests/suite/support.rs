@@ -31,15 +31,31 @@ pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>)
 /// `BDK_TEST_BACKEND=postgres` runs this suite on the PostgreSQL backend (a fresh schema of
 /// `BDK_TEST_DATABASE_URL` per host, with session leases); anything else on the filesystem.
 async fn backend_database() -> Option<(bdk_test_support::postgres::TestDb, Arc<bdk_store_pg::PgDatabase>)> {
-    if std::env::var("BDK_TEST_BACKEND").ok().as_deref() != Some("postgres") {
+    if !on_postgres() {
         return None;
     }
     let db = bdk_test_support::postgres::fresh("server_suite")
         .await
         .expect("BDK_TEST_BACKEND=postgres needs BDK_TEST_DATABASE_URL");
-    let options = bdk_store_pg::PgOptions { schema: Some(db.schema().to_owned()), pool_size: 4, ..Default::default() };
-    let database = bdk_store_pg::PgDatabase::connect(db.base_url(), &options).await.unwrap();
+    let options = bdk_store_pg::PgOptions { schema: Some(db.schema().to_owned()), pool_size: 8, ..Default::default() };
+    let database = bdk_store_pg::PgDatabase::connect(&db.url(), &options).await.unwrap();
     Some((db, database))
+}
+
+/// Whether this run tests the PostgreSQL backend (`BDK_TEST_BACKEND=postgres`).
+pub fn on_postgres() -> bool {
+    std::env::var("BDK_TEST_BACKEND").ok().as_deref() == Some("postgres")
+}
+
+/// In the PostgreSQL pass, says loudly that `test` checks something of the filesystem backend
+/// only (`why`) and returns true: the caller returns at once; it runs in the filesystem pass.
+pub fn filesystem_only(test: &str, why: &str) -> bool {
+    if on_postgres() {
+        // Straight to stderr: the harness would hide an `eprintln!` of a passing test.
+        let line = format!("*** SKIPPED ({test}): filesystem-only ({why}); it runs in the filesystem pass ***\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    on_postgres()
 }
 
 /// One agent's stores on the backend this run uses.

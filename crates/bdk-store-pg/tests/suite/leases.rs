@@ -127,7 +127,11 @@ async fn turn_slots_are_counted_across_replicas_and_freed_when_their_holder_dies
     assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 2 });
     // Asking again keeps the place; the head of the line gets the first slot given back.
     assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 2 });
+    // The release wakes the waiting replicas (NOTIFY), so they ask again without polling.
+    let (woken_b, woken_c) = (b.slot_released(), c.slot_released());
     a.release_slot(&ids[0], "t0").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), woken_b).await.expect("b is told a slot was released");
+    tokio::time::timeout(Duration::from_secs(10), woken_c).await.expect("c is told a slot was released");
     assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 1 });
     assert_eq!(b.claim_slot(&ids[2], "t2", 2).await.unwrap(), SlotClaim::Running);
 
