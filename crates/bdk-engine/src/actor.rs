@@ -611,7 +611,7 @@ impl Actor {
                 self.conversation = Some(outcome.conversation);
                 Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot }
             }
-            Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new() },
+            Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new(), slot: None },
             Ended::Panicked(error) => {
                 tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
                 let message = "the turn stopped on an internal error".to_owned();
