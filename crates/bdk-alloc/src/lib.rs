@@ -46,7 +46,7 @@ pub struct Policy {
 impl Policy {
     /// Starts from what the allocator holds now.
     pub fn new(now: Reading) -> Self {
-        Policy { growth_bytes: 16 << 20, settled_bytes: 1 << 20, baseline: now.free, last_in_use: now.in_use }
+        Policy { growth_bytes: 8 << 20, settled_bytes: 1 << 20, baseline: now.free, last_in_use: now.in_use }
     }
 
     /// Takes a reading; `true` means trim now.
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn trims_once_a_burst_has_freed_memory_and_stopped() {
         let mut policy = Policy::new(held(30, 2));
-        assert!(!policy.observe(held(31, 10)), "little held free");
+        assert!(!policy.observe(held(31, 6)), "little held free");
         assert!(!policy.observe(held(120, 40)), "in use is growing: the burst is on");
         assert!(!policy.observe(held(200, 60)), "still growing");
         assert!(policy.observe(held(200, 60)), "settled, 58 MiB more held free");

@@ -89,7 +89,8 @@ pub fn run(options: &Options) -> Summary {
     let dir = tempfile::tempdir_in(&options.place).unwrap();
     let (_stub, stub_port) = start_stub(dir.path());
     let project = write_project(dir.path(), stub_port);
-    let (server, addr) = start_bdk(&options.bdk, &project, &dir.path().join("state"));
+    let state = dir.path().join("state");
+    let (server, addr) = start_bdk(&options.bdk, &project, &state.join("main"));
     let pid = server.0.id();
     out.say(format!(
         "bdk serve pid {pid} on {addr}, state on {}, stub on 127.0.0.1:{stub_port}{}",
@@ -116,7 +117,7 @@ pub fn run(options: &Options) -> Summary {
     }
 
     if options.memory_only {
-        memory(&mut out, addr, pid, options.quick);
+        memory(&mut out, (addr, pid), (&options.bdk, &project, &state), options.quick);
         out.say(format!("RSS at the end: {:.1} MB", rss_kib(pid) as f64 / 1024.0));
         return out;
     }
@@ -246,7 +247,7 @@ pub fn run(options: &Options) -> Summary {
         rss_kib(pid) as f64 / 1024.0
     ));
 
-    memory(&mut out, addr, pid, options.quick);
+    memory(&mut out, (addr, pid), (&options.bdk, &project, &state), options.quick);
 
     if options.soak_secs > 0 {
         out.say(format!("soak: 32 clients for {} s, turns/s per 10 s window:", options.soak_secs));
@@ -267,12 +268,22 @@ pub fn run(options: &Options) -> Summary {
 
 /// What an idle session costs by the path that made it; then memory returns: many new sessions
 /// at once, and the server idle past the sessions' idle timeout (their actors end).
-fn memory(out: &mut Summary, addr: SocketAddr, pid: u32, quick: bool) {
+fn memory(
+    out: &mut Summary,
+    (addr, pid): (SocketAddr, u32),
+    (bdk, project, state): (&Path, &Path, &Path),
+    quick: bool,
+) {
     let scale = |q: usize, full: usize| if quick { q } else { full };
     // What an idle session costs by the path that created it: sessions made by a text turn and
     // by a tool turn, 8 clients, then RSS while they idle and once their actors have retired.
-    // First, while the heap has little freed memory to reuse.
+    // Each on a server of its own, so that neither reuses what the other freed.
     for (what, message) in [("text turn", "hello"), ("tool turn", "tool:warm")] {
+        let (server, addr) = start_bdk(bdk, project, &state.join(message.replace(':', "-")));
+        let pid = server.0.id();
+        for _ in 0..3 {
+            new_session_turn(addr, message);
+        }
         let before = rss_kib(pid);
         let made = sessions_by(addr, 8, scale(8, 1000), message);
         let ended = Instant::now();

@@ -109,7 +109,7 @@ async fn a_closed_stream_leaves_its_idle_session_no_channel_and_no_tail() {
     let sessions = 5;
     for n in 0..sessions {
         let started = host.start_session(&format!("hello {n}")).await;
-        let mut lines = host.stream(&started.session_id.to_string(), 0).await;
+        let mut lines = host.stream(started.session_id.as_ref(), 0).await;
         lines.until("session.waiting").await;
         drop(lines);
     }

@@ -296,7 +296,7 @@ async fn a_log_nobody_follows_keeps_no_channel_and_no_tail_from_before() {
         assert_eq!(within(late.next()).await.unwrap().unwrap().index, want);
     }
     assert_eq!(store.log_reads(), reads + 1);
-    assert!(store.release_idle_log(&id) == false, "followed");
+    assert!(!store.release_idle_log(&id), "followed");
     drop(late);
     assert!(store.release_idle_log(&id));
     assert_eq!(store.log_memory(), crate::fs::LogMemory::default());
