@@ -2,9 +2,9 @@
 //! Rust client, Python's `http.client` and `curl` over loopback, against an OpenAI-compatible
 //! stub process. See `serve_bench/mod.rs` for what is measured and how.
 //!
-//! `cargo bench -p bdk-cli --bench serve [-- --quick] [--soak SECS] [--place DIR] [--bdk PATH]`
+//! `cargo bench -p bdk-cli --bench serve [-- --quick] [--memory] [--soak SECS] [--place DIR] [--bdk PATH]`
 //! (state goes to the temp dir by default; `--place /dev/shm` shows the cost without fsync;
-//! `--bdk` measures another build of the binary, such as one with another allocator or
+//! `--memory` runs only the memory parts; `--bdk` measures another build of the binary, such as one with another allocator or
 //! release profile).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,11 +16,13 @@ fn main() {
         place: std::env::temp_dir(),
         quick: false,
         soak_secs: 0,
+        memory_only: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => options.quick = true,
+            "--memory" => options.memory_only = true,
             "--soak" => options.soak_secs = args.next().and_then(|a| a.parse().ok()).unwrap_or(600),
             "--place" => options.place = args.next().map(Into::into).unwrap_or(options.place),
             "--bdk" => options.bdk = args.next().map(Into::into).unwrap_or(options.bdk),

@@ -254,7 +254,7 @@ impl Core {
         self.stores.sessions.create(record.clone()).await?;
         self.direct_tokens.note(&token, &id);
         let trace = self.telemetry.current();
-        self.call(&id, Some(record), |reply| Command::Start { request, reply, trace }).await
+        self.call(&id, Some(record), |reply| Command::Start { request: Box::new(request), reply, trace }).await
     }
 
     pub async fn follow_up(self: &Arc<Self>, id: &SessionId, request: FollowUp) -> Result<FollowUpAccepted> {
@@ -277,7 +277,7 @@ impl Core {
     ) -> Result<FollowUpAccepted> {
         let forward = self.leases.as_ref().map(|_| request.clone());
         let trace = self.telemetry.current();
-        match self.call(id, None, |reply| Command::FollowUp { request, reply, trace }).await {
+        match self.call(id, None, |reply| Command::FollowUp { request: Box::new(request), reply, trace }).await {
             Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
                 let (Some(leases), Some(request)) = (&self.leases, forward) else {
                     return Err(EngineError::LeasedElsewhere { session: id.clone(), replica });

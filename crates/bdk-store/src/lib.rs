@@ -24,7 +24,7 @@ pub use api::{
 pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, ContentInfo, Tagged};
 pub use error::{Error, Result};
 pub use evals::{EvalRunRecord, EvalRunStore, FsEvalRuns};
-pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, SyncStats};
+pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, LogMemory, SyncStats};
 pub use layer::LogLayer;
 pub use lease::{Claim, Incoming, SessionLeases, SlotClaim};
 pub use record::{SessionRecord, SessionStatus};

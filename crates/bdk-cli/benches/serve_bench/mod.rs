@@ -6,8 +6,9 @@
 //! `strace` can attach), turns/s at 1, 8 and 32 clients beside the stub's own ceiling, RSS idle
 //! and after the follow-ups, and the ratio of the last follow-up's latency to the first's on one
 //! conversation; RSS before and after answers far past the per-step output cap; then 32 clients
-//! start new sessions for 15 s, and RSS is read after them and again once the sessions' actors
-//! have idled out (does memory go back?). `--soak SECS` adds turns/s per 10 s window over a long run.
+//! start new sessions for 15 s, and RSS is read at the end of that burst, 10 s and 30 s later,
+//! and 40 s later, once every session's actor has retired (does memory go back?), with what
+//! each session adds; and the same for sessions made by a text turn and by a tool turn. `--soak SECS` adds turns/s per 10 s window over a long run.
 //!
 //! Figures only: nothing here passes or fails on a time. Shared by the bench target (`serve.rs`)
 //! and the suite, which runs the quick mode (`Options::quick`) on the debug binary.
@@ -49,6 +50,8 @@ pub struct Options {
     pub quick: bool,
     /// Seconds of 32-client load after the rest, reported per 10 s window (0: none).
     pub soak_secs: u64,
+    /// Only the memory parts (the burst of new sessions, idle sessions by path).
+    pub memory_only: bool,
 }
 
 /// The figures the suite checks for sanity (all turns answered, counters read).
@@ -86,7 +89,8 @@ pub fn run(options: &Options) -> Summary {
     let dir = tempfile::tempdir_in(&options.place).unwrap();
     let (_stub, stub_port) = start_stub(dir.path());
     let project = write_project(dir.path(), stub_port);
-    let (server, addr) = start_bdk(&options.bdk, &project, &dir.path().join("state"));
+    let state = dir.path().join("state");
+    let (server, addr) = start_bdk(&options.bdk, &project, &state.join("main"));
     let pid = server.0.id();
     out.say(format!(
         "bdk serve pid {pid} on {addr}, state on {}, stub on 127.0.0.1:{stub_port}{}",
@@ -110,6 +114,12 @@ pub fn run(options: &Options) -> Summary {
     // Warm up (first turns open files, start pools).
     for _ in 0..3 {
         new_session_turn(addr, "warm up");
+    }
+
+    if options.memory_only {
+        memory(&mut out, (addr, pid), (&options.bdk, &project, &state), options.quick);
+        out.say(format!("RSS at the end: {:.1} MB", rss_kib(pid) as f64 / 1024.0));
+        return out;
     }
 
     // New-session text turns, Rust client: POST and stream on one kept-alive connection.
@@ -237,24 +247,7 @@ pub fn run(options: &Options) -> Summary {
         rss_kib(pid) as f64 / 1024.0
     ));
 
-    // Memory returns: many new sessions at once, then the server idle past the sessions' idle
-    // timeout (their actors end). RSS right after the load and after the idle wait.
-    let load = new_session_load(addr, pid, 32, Duration::from_millis(scale(200, 15_000) as u64));
-    out.text_turns += load.samples.len();
-    out.say(format!(
-        "32 clients, new sessions: {} sessions, {:.0} sessions/s, server CPU {:.3} ms/session; RSS after: {:.1} MB",
-        load.samples.len(),
-        load.rate,
-        load.cpu_ms_per_turn,
-        rss_kib(pid) as f64 / 1024.0
-    ));
-    let idle = Duration::from_millis(scale(500, 35_000) as u64);
-    std::thread::sleep(idle);
-    out.say(format!(
-        "RSS after {} s idle (past the 30 s idle timeout): {:.1} MB",
-        idle.as_secs(),
-        rss_kib(pid) as f64 / 1024.0
-    ));
+    memory(&mut out, (addr, pid), (&options.bdk, &project, &state), options.quick);
 
     if options.soak_secs > 0 {
         out.say(format!("soak: 32 clients for {} s, turns/s per 10 s window:", options.soak_secs));
@@ -271,6 +264,52 @@ pub fn run(options: &Options) -> Summary {
     }
     out.say(format!("RSS at the end: {:.1} MB", rss_kib(pid) as f64 / 1024.0));
     out
+}
+
+/// What an idle session costs by the path that made it; then memory returns: many new sessions
+/// at once, and the server idle past the sessions' idle timeout (their actors end).
+fn memory(
+    out: &mut Summary,
+    (addr, pid): (SocketAddr, u32),
+    (bdk, project, state): (&Path, &Path, &Path),
+    quick: bool,
+) {
+    let scale = |q: usize, full: usize| if quick { q } else { full };
+    // What an idle session costs by the path that created it: sessions made by a text turn and
+    // by a tool turn, 8 clients, then RSS while they idle and once their actors have retired.
+    // Each on a server of its own, so that neither reuses what the other freed.
+    for (what, message) in [("text turn", "hello"), ("tool turn", "tool:warm")] {
+        let (server, addr) = start_bdk(bdk, project, &state.join(message.replace(':', "-")));
+        let pid = server.0.id();
+        for _ in 0..3 {
+            new_session_turn(addr, message);
+        }
+        let before = rss_kib(pid);
+        let made = sessions_by(addr, 8, scale(8, 1000), message);
+        let ended = Instant::now();
+        out.text_turns += made;
+        out.say(format!(
+            "idle sessions made by a {what} ({made}, 8 clients): {}",
+            idle_rss(pid, ended, before, made, &[scale(100, 10_000), scale(500, 40_000)])
+        ));
+    }
+
+    let before = rss_kib(pid);
+    let load = new_session_load(addr, pid, 32, Duration::from_millis(scale(200, 15_000) as u64));
+    let ended = Instant::now();
+    let sessions = load.samples.len();
+    out.text_turns += sessions;
+    out.say(format!(
+        "32 clients, new sessions: {sessions} sessions, {:.0} sessions/s, server CPU {:.3} ms/session; RSS before {:.1} MB, after the burst {:.1} MB",
+        load.rate,
+        load.cpu_ms_per_turn,
+        before as f64 / 1024.0,
+        rss_kib(pid) as f64 / 1024.0
+    ));
+    out.say(format!(
+        "  {}",
+        idle_rss(pid, ended, before, sessions, &[scale(100, 10_000), scale(300, 30_000), scale(500, 40_000)])
+    ));
 }
 
 // --- processes -------------------------------------------------------------------------------
@@ -498,6 +537,36 @@ fn new_session_load(addr: SocketAddr, pid: u32, clients: usize, duration: Durati
     let elapsed = started.elapsed().as_secs_f64();
     let turns = samples.len();
     Load { rate: turns as f64 / elapsed, cpu_ms_per_turn: cpu.ms_per(turns), samples }
+}
+
+/// RSS at each of `marks` (milliseconds after `ended`), with the growth over `before` per session.
+fn idle_rss(pid: u32, ended: Instant, before: u64, sessions: usize, marks: &[usize]) -> String {
+    let mut parts = Vec::new();
+    for &mark in marks {
+        let at = ended + Duration::from_millis(mark as u64);
+        std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        let rss = rss_kib(pid);
+        let per = rss.saturating_sub(before) as f64 * 1024.0 / sessions.max(1) as f64;
+        parts.push(format!("{} s later {:.1} MB ({per:.0} B/session)", mark as f64 / 1000.0, rss as f64 / 1024.0));
+    }
+    format!("RSS {} (actors retire 30 s after a session's last turn)", parts.join(", "))
+}
+
+/// `count` new sessions, one turn each (`message`), from `clients` threads. Returns how many.
+fn sessions_by(addr: SocketAddr, clients: usize, count: usize, message: &str) -> usize {
+    let per = count.div_ceil(clients);
+    let handles: Vec<_> = (0..clients)
+        .map(|_| {
+            let message = message.to_owned();
+            std::thread::spawn(move || {
+                for _ in 0..per {
+                    new_session_turn(addr, &message);
+                }
+                per
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).sum()
 }
 
 /// `clients` threads posting completions to the stub for `duration`.

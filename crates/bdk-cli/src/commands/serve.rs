@@ -106,7 +106,11 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
     if let Some(summary) = installed.telemetry.summary() {
         tracing::info!("telemetry: {summary}");
     }
+    // Gives the memory a burst of sessions freed back to the OS once the burst is over
+    // (glibc keeps it otherwise; decision 0031).
+    let trimmer = bdk_alloc::Trimmer::start();
     let served = runtime.block_on(serve(args, embed, projects, options, logs, &installed));
+    drop(trimmer);
     installed.shutdown();
     served?;
     // Everything is logged synchronously to stderr; make sure it and stdout are out.

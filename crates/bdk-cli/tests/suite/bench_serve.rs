@@ -12,13 +12,21 @@ fn the_serve_benchmark_runs_in_quick_mode() {
         place: std::env::temp_dir(),
         quick: true,
         soak_secs: 0,
+        memory_only: false,
     };
     let summary = serve_bench::run(&options);
     assert!(summary.text_turns > 30, "{:#?}", summary.lines);
     assert_eq!(summary.tool_turns, 6, "{:#?}", summary.lines);
     assert!(summary.rss_idle_kib > 0, "{:#?}", summary.lines);
     assert!(summary.cpu_ms_per_text_turn >= 0.0 && summary.followup_ratio > 0.0, "{:#?}", summary.lines);
-    for part in ["stub alone", "python3 http.client (keepalive)", "1 clients", "32 clients", "one conversation"] {
+    for part in [
+        "stub alone",
+        "python3 http.client (keepalive)",
+        "1 clients",
+        "32 clients",
+        "one conversation",
+        "made by a tool turn",
+    ] {
         assert!(summary.lines.iter().any(|l| l.contains(part)), "no `{part}` in {:#?}", summary.lines);
     }
 }

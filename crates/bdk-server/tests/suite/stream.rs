@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bdk_model::ScriptStep;
 
-use super::support::{appended_text, assert_dense, host, slow_text, slow_text_body, types};
+use super::support::{appended_text, assert_dense, host, slow_text, slow_text_body, types, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_attached_before_the_turn_sees_every_event_once_in_order() {
@@ -97,4 +97,32 @@ async fn events_is_a_one_shot_dump_from_start_index() {
     let tail = super::support::parse_lines(&reply.text);
     assert_eq!(&all[2..], &tail[..]);
     host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stream_leaves_its_idle_session_no_channel_and_no_tail() {
+    //! Guards what an idle session holds between its turn and its actor's retirement: once its
+    //! client has closed the stream, the server drops the follower, and the session's open log
+    //! keeps no live channel (a ring of 1,024 slots) and no events in memory.
+    let host = host().start().await;
+    let Some(store) = host.fs_store.clone() else { return }; // the PostgreSQL backend has no tails
+    let sessions = 5;
+    for n in 0..sessions {
+        let started = host.start_session(&format!("hello {n}")).await;
+        let mut lines = host.stream(started.session_id.as_ref(), 0).await;
+        lines.until("session.waiting").await;
+        drop(lines);
+    }
+    within("every closed stream's follower to end", async {
+        loop {
+            let memory = store.log_memory();
+            if memory.live_channels == 0 && memory.tail_events == 0 {
+                break memory;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // The sessions' actors are still live (30 s idle timeout), so their logs are still open.
+    assert_eq!(store.log_memory().open_logs, sessions);
 }

@@ -64,6 +64,8 @@ struct Backend {
     artifacts: Arc<dyn bdk_store::ArtifactStore>,
     timed: Arc<dyn bdk_store::TimedStore>,
     leases: Option<Arc<dyn bdk_store::SessionLeases>>,
+    /// The filesystem store itself (its counters), when that is the backend.
+    fs: Option<FsStore>,
 }
 
 impl Backend {
@@ -80,6 +82,7 @@ impl Backend {
                     artifacts: Arc::new(store.clone()),
                     timed: store.timed(),
                     leases: Some(store.leases()),
+                    fs: None,
                 }
             }
             None => {
@@ -89,6 +92,7 @@ impl Backend {
                     artifacts: Arc::new(store.clone()),
                     timed: Arc::new(store.clone()),
                     leases: None,
+                    fs: Some(store.clone()),
                 }
             }
         }
@@ -204,9 +208,11 @@ impl Builder {
         let mut agents = Vec::new();
         let host_tokens = bdk_server::HostTokens::new();
         let database = backend_database().await;
+        let mut fs_store = None;
         for project in discovery.projects {
             let state_dir = self.state_root.clone().unwrap_or_else(|| dir.path().join("state")).join(&project.slug);
             let backend = Backend::open(database.as_ref(), &project.slug, &state_dir).await;
+            fs_store = fs_store.or(backend.fs.clone());
             let tools: Arc<dyn bdk_tools::ToolRegistry> = if self.files.is_empty() {
                 Arc::new(bdk_tools::NoTools)
             } else {
@@ -265,6 +271,7 @@ impl Builder {
             token: self.token,
             state,
             provider,
+            fs_store,
             stop: Some(stop),
             task: Some(task),
             _dir: Some(dir),
@@ -285,6 +292,8 @@ pub struct Host {
     pub token: Option<String>,
     pub state: AppState,
     pub provider: Arc<ScriptedProvider>,
+    /// The first agent's filesystem store (`None` on the PostgreSQL backend).
+    pub fs_store: Option<FsStore>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<std::io::Result<()>>>,
     _dir: Option<tempfile::TempDir>,
@@ -344,6 +353,7 @@ impl Host {
             token: token.map(str::to_owned),
             state: self.state.clone(),
             provider: self.provider.clone(),
+            fs_store: self.fs_store.clone(),
             stop: None,
             task: None,
             _dir: None,

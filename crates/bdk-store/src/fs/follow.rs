@@ -17,7 +17,7 @@ use bdk_protocol::{Event, SessionId};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use super::blocking;
-use super::handoff::{Follower, Live, Source, Topic};
+use super::handoff::{Follower, Live, Source};
 use super::log::{Durable, Shared};
 use super::syncs::SyncCounters;
 use crate::api::{BoxFuture, EventFollower, SharedEvent};
@@ -109,6 +109,17 @@ impl FsFollower {
     }
 }
 
+impl Drop for FsFollower {
+    /// The last follower of a log to end takes its live channel and tail with it (see
+    /// [`Shared::unfollowed`]).
+    fn drop(&mut self) {
+        self.0.end();
+        if let Some(shared) = self.0.source().shared.upgrade() {
+            shared.unfollowed();
+        }
+    }
+}
+
 impl EventFollower for FsFollower {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>> {
         Box::pin(self.0.next())
@@ -168,20 +179,5 @@ impl Source for FsSource {
 
     fn lagged(&self, want: u64) {
         tracing::debug!(session = %self.session, want, "follower lagged; catching up from disk");
-    }
-}
-
-/// The live side of a log.
-impl<T: Clone> Topic for broadcast::Sender<T> {
-    type Item = T;
-    type Receiver = broadcast::Receiver<T>;
-
-    fn subscribe(&self) -> broadcast::Receiver<T> {
-        broadcast::Sender::subscribe(self)
-    }
-
-    fn send(&self, item: T) {
-        // No receivers is fine: nobody follows this session right now.
-        let _ = broadcast::Sender::send(self, item);
     }
 }

@@ -160,6 +160,17 @@ impl<S: Source> Follower<S> {
         Follower { source, want: from, disk, live, pending: VecDeque::new() }
     }
 
+    pub fn source(&self) -> &S {
+        &self.source
+    }
+
+    /// Ends the stream: drops the live receiver and whatever was read ahead.
+    pub fn end(&mut self) {
+        self.live = None;
+        self.disk = None;
+        self.pending.clear();
+    }
+
     /// The next event; `None` once the log is closed. The stream ends after an error.
     pub async fn next(&mut self) -> Option<Result<S::Event, S::Error>> {
         loop {

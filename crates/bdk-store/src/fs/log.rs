@@ -28,6 +28,7 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::blocking;
 use super::handoff;
+use super::live::LiveChannel;
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
 use super::writer::{self, WriterHandle};
@@ -82,6 +83,17 @@ impl Tail {
         }
     }
 
+    /// Forgets every event it holds (its log has no follower left; see [`Shared::unfollowed`]).
+    fn clear(&mut self) {
+        self.events = VecDeque::new();
+        self.bytes = 0;
+    }
+
+    /// How many events it holds.
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
     /// Every durable event from `from` to `next_index` (the durable mark), if the tail holds them all.
     pub fn since(&self, from: u64, next_index: u64) -> Option<Vec<SharedEvent>> {
         let first = next_index - self.events.len() as u64;
@@ -125,7 +137,8 @@ pub(crate) struct Shared {
     /// Counts the log's disk reads (see `SyncCounters::log_read`).
     pub syncs: Arc<SyncCounters>,
     state: Mutex<Durable>,
-    tx: broadcast::Sender<SharedEvent>,
+    /// Live events for followers; a channel only while there are some.
+    live: LiveChannel,
     /// The write side; only the writer thread locks it.
     file: Mutex<FileSide>,
     /// The writer found the session deleted and takes no more appends for this log.
@@ -139,13 +152,28 @@ impl Shared {
 
     /// How many followers are subscribed to live events.
     pub fn followers(&self) -> usize {
-        self.tx.receiver_count()
+        self.live.followers()
+    }
+
+    /// Whether the log's live channel exists (someone followed it since its last publish).
+    pub fn has_channel(&self) -> bool {
+        self.live.is_open()
+    }
+
+    /// A follower ended: once none is left, the live channel and the in-memory tail go (the
+    /// session's client has what it streamed; a later read that starts before the events
+    /// appended since comes from the file). An idle session's open log then holds no events.
+    pub fn unfollowed(&self) {
+        let mut state = self.state();
+        if self.live.prune() {
+            state.tail.clear();
+        }
     }
 
     /// Atomically: `read` of the durable state now and a receiver for every event published
     /// after it (see `handoff.rs`).
     pub fn subscribe<R>(&self, read: impl FnOnce(&Durable) -> R) -> (R, broadcast::Receiver<SharedEvent>) {
-        handoff::subscribe(&self.state, &self.tx, read)
+        handoff::subscribe(&self.state, &self.live, read)
     }
 
     /// Holds the write side: the writer thread waits inside this log's next commit until the
@@ -248,14 +276,13 @@ impl LogHandle {
         writer: WriterHandle,
         syncs: Arc<SyncCounters>,
     ) -> Self {
-        let (tx, _) = broadcast::channel(options.broadcast_capacity.max(1));
         let shared = Arc::new(Shared {
             session,
             path,
             dropped_bytes_on_open,
             syncs,
             state: Mutex::new(durable),
-            tx,
+            live: LiveChannel::new(options.broadcast_capacity),
             file: Mutex::new(file),
             stopped: AtomicBool::new(false),
         });
@@ -420,7 +447,7 @@ impl<'a> Written<'a> {
                 let (new_len, index, checkpoints) = (self.new_len, self.index, self.checkpoints);
                 handoff::publish_then_ack(
                     &log.state,
-                    &log.tx,
+                    &log.live,
                     |state: &mut Durable| {
                         state.len = new_len;
                         state.next_index = index;

@@ -11,6 +11,7 @@ mod handoff_tests;
 mod host_data;
 mod kv;
 mod layout;
+mod live;
 mod log;
 mod open_index;
 pub(crate) mod recover;
@@ -71,6 +72,18 @@ pub struct LogInfo {
     pub dropped_bytes_on_open: u64,
     /// Group commits (one write + one fsync each) since the log was opened.
     pub commits: u64,
+}
+
+/// What a store's open logs hold in memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogMemory {
+    /// Open logs (each a file and a little state; released when the session's actor retires).
+    pub open_logs: usize,
+    /// Live channels: one per log that has followers (each a ring of `broadcast_capacity` slots).
+    pub live_channels: usize,
+    /// Events kept in the logs' in-memory tails (a log with no follower left keeps none from
+    /// before that).
+    pub tail_events: usize,
 }
 
 impl FsStore {
@@ -146,6 +159,17 @@ impl FsStore {
     /// How many session logs are open (each holds a file, a live channel and its newest events).
     pub fn open_logs(&self) -> usize {
         self.registry().len()
+    }
+
+    /// What the open logs hold in memory, counted (tests assert on it; see [`LogMemory`]).
+    pub fn log_memory(&self) -> LogMemory {
+        let logs = self.registry();
+        let mut memory = LogMemory { open_logs: logs.len(), ..LogMemory::default() };
+        for handle in logs.values().filter_map(|cell| cell.get()) {
+            memory.live_channels += usize::from(handle.shared.has_channel());
+            memory.tail_events += handle.shared.state().tail.len();
+        }
+        memory
     }
 
     /// Closes the session's open log only if nothing uses it: no follower, no call in progress.

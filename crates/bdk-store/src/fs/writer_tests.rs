@@ -261,3 +261,43 @@ async fn concurrent_appends_to_many_logs_keep_each_log_in_order() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_log_nobody_follows_keeps_no_channel_and_no_tail_from_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path()).unwrap();
+    let id = session(&store).await;
+    within(store.append(&id, vec![delta("a")])).await.unwrap();
+    let memory = store.log_memory();
+    assert_eq!((memory.open_logs, memory.live_channels, memory.tail_events), (1, 0, 1), "no follower, no channel");
+
+    let mut first = within(store.follow(&id, 0)).await.unwrap();
+    let mut second = within(store.follow(&id, 0)).await.unwrap();
+    within(store.append(&id, vec![delta("b")])).await.unwrap();
+    for follower in [&mut first, &mut second] {
+        for want in 0..2 {
+            assert_eq!(within(follower.next()).await.unwrap().unwrap().index, want);
+        }
+    }
+    assert_eq!(store.log_memory().live_channels, 1, "one channel for both followers");
+    drop(first);
+    assert_eq!(store.log_memory().tail_events, 2, "a follower is left");
+    drop(second);
+    let memory = store.log_memory();
+    assert_eq!((memory.live_channels, memory.tail_events), (0, 0), "the last follower took both");
+
+    // What comes next is in memory again; what came before is read from the file.
+    within(store.append(&id, vec![delta("c")])).await.unwrap();
+    let reads = store.log_reads();
+    assert_eq!(within(store.read(&id, 2, None)).await.unwrap().len(), 1);
+    assert_eq!(store.log_reads(), reads);
+    let mut late = within(store.follow(&id, 0)).await.unwrap();
+    for want in 0..3 {
+        assert_eq!(within(late.next()).await.unwrap().unwrap().index, want);
+    }
+    assert_eq!(store.log_reads(), reads + 1);
+    assert!(!store.release_idle_log(&id), "followed");
+    drop(late);
+    assert!(store.release_idle_log(&id));
+    assert_eq!(store.log_memory(), crate::fs::LogMemory::default());
+}
