@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage};
+use bdk_model::{
+    FinishReason, Message, Messages, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage,
+};
 use bdk_protocol::event::{
     ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
     TurnFailed, TurnQueued, TurnStarted,
@@ -278,7 +280,9 @@ async fn drive(
         // An A/B arm's model: recorded and priced as that model.
         *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
     }
-    let system = skills::system_prompt(&instructions, &defs.capabilities.skills);
+    // Shared by every step's request.
+    let system: Option<Arc<str>> =
+        Some(skills::system_prompt(&instructions, &defs.capabilities.skills)).filter(|s| !s.is_empty()).map(Arc::from);
     if resume.is_none() {
         emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
     }
@@ -339,8 +343,9 @@ async fn drive(
         view: None,
         refused: false,
     };
-    let build = |messages: &Vec<Message>| ModelRequest {
-        system: Some(system.clone()).filter(|s| !s.is_empty()),
+    // Copies nothing: the request shares the messages with the steps before (`Messages`).
+    let build = |messages: &Messages| ModelRequest {
+        system: system.clone(),
         messages: messages.clone(),
         tools: tools.clone(),
         params: Default::default(),
@@ -579,17 +584,18 @@ impl Compactor {
     async fn apply(
         &mut self,
         done: compaction::Compacted,
-        messages: &mut Vec<Message>,
+        messages: &mut Messages,
         emit: &mut Emitter,
         usage: &mut ModelUsage,
     ) -> Result<(), Stop> {
         emit.send(done.event).await?;
         usage.add(&done.usage);
-        let own = messages.split_off(self.own_from.min(messages.len()));
-        *messages = done.view.messages();
+        let own: Vec<Message> = messages.iter().skip(self.own_from).cloned().collect();
+        let mut view = done.view;
+        *messages = view.messages();
         self.own_from = messages.len();
         messages.extend(own);
-        self.view = Some(done.view);
+        self.view = Some(view);
         self.budget.reset();
         Ok(())
     }
