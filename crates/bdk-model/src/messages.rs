@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(a[2], Message::user("3"));
         assert_eq!(a.get(3), None);
         assert_eq!(a.last(), Some(&Message::user("3")));
-        assert_eq!(a.iter().rev().next(), Some(&Message::user("3")));
+        assert_eq!(a.iter().next_back(), Some(&Message::user("3")));
     }
 
     #[test]
