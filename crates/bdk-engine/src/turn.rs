@@ -271,18 +271,25 @@ async fn drive(
         None => ab::arms(&defs.capabilities.abs, conversation.assigned()),
     };
     let arm_model = arms.iter().rev().find_map(|arm| arm.model.as_ref());
-    let (instructions, provider, model) = match (persona, arm_model) {
-        (Some(p), _) => (p.instructions.clone(), &p.provider, &p.model),
-        (None, Some((id, m))) => (ab::instructions(&defs.config.instructions, &arms), &m.provider, id),
-        (None, None) => (ab::instructions(&defs.config.instructions, &arms), &defs.provider, &defs.model),
+    let (provider, model) = match (persona, arm_model) {
+        (Some(p), _) => (&p.provider, &p.model),
+        (None, Some((id, m))) => (&m.provider, id),
+        (None, None) => (&defs.provider, &defs.model),
     };
     if let (None, Some((id, m))) = (persona, arm_model) {
         // An A/B arm's model: recorded and priced as that model.
         *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
     }
-    // Shared by every step's request.
-    let system: Option<Arc<str>> =
-        Some(skills::system_prompt(&instructions, &defs.capabilities.skills)).filter(|s| !s.is_empty()).map(Arc::from);
+    // Shared by every step's request (and, for the agent itself, by every turn's).
+    let system = match persona {
+        Some(p) => Arc::from(skills::system_prompt(&p.instructions, &defs.capabilities.skills)),
+        None if ab::adds_instructions(&arms) => Arc::from(skills::system_prompt(
+            &ab::instructions(&defs.config.instructions, &arms),
+            &defs.capabilities.skills,
+        )),
+        None => defs.system_prompt(),
+    };
+    let system = Some(system).filter(|s| !s.is_empty());
     if resume.is_none() {
         emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
     }

@@ -103,9 +103,9 @@ async fn requests_share_the_conversation_instead_of_copying_it() {
     assert!(!third.messages.extends(&requests[3].messages), "a step's own messages are rebuilt from the log");
     assert_eq!(third.messages.len(), 9, "{:?}", third.messages);
     assert_eq!(third.messages.last(), Some(&Message::user("three")));
-    // One system prompt per turn, shared by its steps.
+    // One system prompt per definitions snapshot, shared by every step of every turn.
     let system = |i: usize| requests[i].system.clone().unwrap();
-    assert!(std::sync::Arc::ptr_eq(&system(0), &system(1)));
+    assert!((1..5).all(|i| std::sync::Arc::ptr_eq(&system(0), &system(i))));
 }
 
 #[tokio::test]
