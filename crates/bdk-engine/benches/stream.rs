@@ -64,7 +64,7 @@ async fn raw(server: &FakeServer) -> Duration {
 
 async fn provider_only(server: &FakeServer, tokens: usize) -> Duration {
     let started = Instant::now();
-    let request = ModelRequest { messages: vec![Message::user("go")], ..Default::default() };
+    let request = ModelRequest { messages: vec![Message::user("go")].into(), ..Default::default() };
     let mut stream = provider(server).stream(request, CancellationToken::new());
     let mut deltas = 0;
     while let Some(event) = stream.next().await {

@@ -56,6 +56,11 @@ pub(crate) fn arms<'a>(specs: &'a [AbSpec], assigned: &[(String, String)]) -> Ve
         .collect()
 }
 
+/// Whether any of `arms` adds to the agent's instructions.
+pub(crate) fn adds_instructions(arms: &[&AbArmSpec]) -> bool {
+    arms.iter().any(|a| a.instructions.is_some())
+}
+
 /// The instructions with every assigned arm's extra instructions appended.
 pub(crate) fn instructions(base: &str, arms: &[&AbArmSpec]) -> String {
     let extra: Vec<&str> = arms.iter().filter_map(|a| a.instructions.as_deref()).collect();

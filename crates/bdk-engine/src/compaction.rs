@@ -164,8 +164,8 @@ pub(crate) async fn compact(
     let Some((items, through_index)) = plan else { return Ok(None) };
     let transcript = transcript(&conversation.messages_of(items));
     let request = ModelRequest {
-        system: Some(SUMMARY_PROMPT.to_owned()),
-        messages: vec![Message::user(transcript)],
+        system: Some(SUMMARY_PROMPT.into()),
+        messages: vec![Message::user(transcript)].into(),
         tools: Default::default(),
         params: Default::default(),
     };
@@ -275,12 +275,12 @@ mod tests {
     #[test]
     fn estimates_use_the_last_report_plus_a_quarter_of_the_new_bytes() {
         let mut budget = Budget::default();
-        let request = ModelRequest { messages: vec![Message::user("x".repeat(4000))], ..Default::default() };
+        let request = ModelRequest { messages: vec![Message::user("x".repeat(4000))].into(), ..Default::default() };
         let (tokens, bytes) = budget.estimate(&request);
         assert_eq!(tokens, (bytes / 4) as u64);
         budget.reported(&ModelUsage { input_tokens: 100, ..Default::default() }, bytes);
         let bigger = ModelRequest {
-            messages: vec![Message::user("x".repeat(4000)), Message::user("y".repeat(400))],
+            messages: vec![Message::user("x".repeat(4000)), Message::user("y".repeat(400))].into(),
             ..Default::default()
         };
         let (tokens, more) = budget.estimate(&bigger);

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use bdk_model::{Message, ToolCall};
+use bdk_model::{Message, Messages, ToolCall};
 use bdk_protocol::event::ActionCall;
 use bdk_protocol::{CallId, Event, EventData, TurnId};
 use serde_json::Value;
@@ -80,6 +80,12 @@ pub(crate) struct Conversation {
     /// bytes of user messages and tool results folded since; `None` when unknown (no report
     /// yet, a step begun since that never completed, a compaction since).
     reported: Option<(u64, usize)>,
+    /// The model messages of the first `starts.len()` blocks, kept between turns so that a
+    /// turn builds only the messages of the blocks added since, and shares the rest with the
+    /// turns before (`messages`). A fold that changes a kept block cuts the cache back to it.
+    cache: Messages,
+    /// Where each kept block's messages start in `cache`.
+    starts: Vec<usize>,
 }
 
 impl Conversation {
@@ -129,11 +135,12 @@ impl Conversation {
             }
             // A message recorded inside a running turn (the result gate's rejection) belongs
             // where it was said: after that turn's steps so far.
-            if let Some(at) = event.turn_id.as_ref().and_then(|turn| self.turns.get(turn))
-                && let Some(Block::Turn(steps)) = self.blocks.get_mut(*at)
+            if let Some(at) = event.turn_id.as_ref().and_then(|turn| self.turns.get(turn)).copied()
+                && let Some(Block::Turn(steps)) = self.blocks.get_mut(at)
             {
                 steps.push(Step { feedback: Some(received.text.clone()), ..Step::default() });
-                self.ends[*at] = event.index;
+                self.ends[at] = event.index;
+                self.changed(at);
                 return;
             }
             self.blocks.push(Block::User(received.text.clone()));
@@ -152,7 +159,10 @@ impl Conversation {
             blocks.len() - 1
         });
         ends[at] = event.index;
-        let Some(Block::Turn(steps)) = blocks.get_mut(at) else { return };
+        if at < self.starts.len() {
+            self.changed(at);
+        }
+        let Some(Block::Turn(steps)) = self.blocks.get_mut(at) else { return };
         match &event.data {
             EventData::StepStarted(_) => {
                 steps.push(Step::default());
@@ -188,26 +198,31 @@ impl Conversation {
         }
     }
 
-    /// The model messages so far, oldest first.
-    pub fn messages(&self) -> Vec<Message> {
-        self.messages_of(self.blocks.len())
+    /// The model messages so far, oldest first. Builds only the messages of blocks added or
+    /// changed since the last call; the rest are shared with what that call returned.
+    pub fn messages(&mut self) -> Messages {
+        for block in &self.blocks[self.starts.len()..] {
+            self.starts.push(self.cache.len());
+            push_block(&mut self.cache, block);
+        }
+        self.cache.clone()
     }
 
     /// The model messages of the first `n` items.
     pub fn messages_of(&self, n: usize) -> Vec<Message> {
         let mut messages = Vec::new();
         for block in self.blocks.iter().take(n) {
-            match block {
-                Block::User(text) => messages.push(Message::user(text.clone())),
-                Block::Summary(text) => messages.push(Message::user(summary_message(text))),
-                Block::Turn(steps) => {
-                    for step in steps {
-                        push_step(&mut messages, step);
-                    }
-                }
-            }
+            push_block(&mut messages, block);
         }
         messages
+    }
+
+    /// Block `at` changed: the cached messages from it on are stale.
+    fn changed(&mut self, at: usize) {
+        if let Some(&start) = self.starts.get(at) {
+            self.cache.truncate(start);
+            self.starts.truncate(at);
+        }
     }
 
     /// Replaces the first `n` items by one summary item (what `conversation.compacted` says).
@@ -218,6 +233,7 @@ impl Conversation {
         }
         self.blocks.splice(..n, [Block::Summary(summary.to_owned())]);
         self.reported = None;
+        self.changed(0);
         self.ends.splice(..n, [through_index]);
         let compacted = &mut self.compacted;
         self.turns.retain(|turn, at| {
@@ -261,7 +277,7 @@ impl Conversation {
 pub(crate) fn rebuild(events: &[Event]) -> Vec<Message> {
     let mut conversation = Conversation::default();
     conversation.fold(events);
-    conversation.messages()
+    conversation.messages().to_vec()
 }
 
 fn current(steps: &mut Vec<Step>) -> &mut Step {
@@ -272,9 +288,21 @@ fn current(steps: &mut Vec<Step>) -> &mut Step {
     &mut steps[last]
 }
 
-fn push_step(messages: &mut Vec<Message>, step: &Step) {
+fn push_block(messages: &mut impl Extend<Message>, block: &Block) {
+    match block {
+        Block::User(text) => messages.extend([Message::user(text.clone())]),
+        Block::Summary(text) => messages.extend([Message::user(summary_message(text))]),
+        Block::Turn(steps) => {
+            for step in steps {
+                push_step(messages, step);
+            }
+        }
+    }
+}
+
+fn push_step(messages: &mut impl Extend<Message>, step: &Step) {
     if let Some(feedback) = &step.feedback {
-        messages.push(Message::user(feedback.clone()));
+        messages.extend([Message::user(feedback.clone())]);
         return;
     }
     let answered: Vec<&ActionCall> = step.calls.iter().filter(|c| step.results.contains_key(&c.call_id)).collect();
@@ -289,10 +317,10 @@ fn push_step(messages: &mut Vec<Message>, step: &Step) {
             arguments: arguments_text(&c.input),
         })
         .collect();
-    messages.push(Message::Assistant { content: step.text.clone(), reasoning: None, tool_calls });
+    messages.extend([Message::Assistant { content: step.text.clone(), reasoning: None, tool_calls }]);
     for call in answered {
         if let Some((content, is_error)) = step.results.get(&call.call_id) {
-            messages.push(Message::tool_result(model_call_id(&call.call_id), content.clone(), *is_error));
+            messages.extend([Message::tool_result(model_call_id(&call.call_id), content.clone(), *is_error)]);
         }
     }
 }

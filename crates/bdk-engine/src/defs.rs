@@ -42,6 +42,8 @@ pub(crate) struct Defs {
     /// The model's tool list for a turn and for a child turn (`[top, nested]`), built on first
     /// use when the registry's list is fixed ([`ToolRegistry::fixed_specs`]).
     tool_lists: [OnceLock<Arc<[ToolSpec]>>; 2],
+    /// The agent's system prompt (instructions plus the skills list), built on first use.
+    system_prompt: OnceLock<Arc<str>>,
 }
 
 impl Defs {
@@ -49,7 +51,25 @@ impl Defs {
         let Definitions { config, provider, tools, price, capabilities } = definitions;
         let model = provider.info().model;
         let price = price.or_else(|| bdk_model::price_for(&model));
-        Self { config, provider, tools, model, price, capabilities, tool_lists: Default::default() }
+        Self {
+            config,
+            provider,
+            tools,
+            model,
+            price,
+            capabilities,
+            tool_lists: Default::default(),
+            system_prompt: Default::default(),
+        }
+    }
+
+    /// The agent's system prompt: its instructions and the skills it may load. Built once per
+    /// snapshot and shared by every turn's requests (a turn whose A/B arm adds instructions
+    /// builds its own).
+    pub fn system_prompt(&self) -> Arc<str> {
+        Arc::clone(self.system_prompt.get_or_init(|| {
+            Arc::from(crate::skills::system_prompt(&self.config.instructions, &self.capabilities.skills))
+        }))
     }
 
     /// What the model sees: the registry's tools, then the engine's built-ins (the skill tool

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bdk_model::{FinishReason, Message, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage};
+use bdk_model::{
+    FinishReason, Message, Messages, ModelError, ModelProvider, ModelRequest, Price, ToolCall, Usage as ModelUsage,
+};
 use bdk_protocol::event::{
     ActionsRequested, FailureCode, MessageReceived, StepCompleted, StepStarted, TurnCompleted, TurnFailStatus,
     TurnFailed, TurnQueued, TurnStarted,
@@ -285,16 +287,25 @@ async fn drive(
         None => ab::arms(&defs.capabilities.abs, conversation.assigned()),
     };
     let arm_model = arms.iter().rev().find_map(|arm| arm.model.as_ref());
-    let (instructions, provider, model) = match (persona, arm_model) {
-        (Some(p), _) => (p.instructions.clone(), &p.provider, &p.model),
-        (None, Some((id, m))) => (ab::instructions(&defs.config.instructions, &arms), &m.provider, id),
-        (None, None) => (ab::instructions(&defs.config.instructions, &arms), &defs.provider, &defs.model),
+    let (provider, model) = match (persona, arm_model) {
+        (Some(p), _) => (&p.provider, &p.model),
+        (None, Some((id, m))) => (&m.provider, id),
+        (None, None) => (&defs.provider, &defs.model),
     };
     if let (None, Some((id, m))) = (persona, arm_model) {
         // An A/B arm's model: recorded and priced as that model.
         *priced = (id.clone(), m.price.or_else(|| bdk_model::price_for(id)));
     }
-    let system = skills::system_prompt(&instructions, &defs.capabilities.skills);
+    // Shared by every step's request (and, for the agent itself, by every turn's).
+    let system = match persona {
+        Some(p) => Arc::from(skills::system_prompt(&p.instructions, &defs.capabilities.skills)),
+        None if ab::adds_instructions(&arms) => Arc::from(skills::system_prompt(
+            &ab::instructions(&defs.config.instructions, &arms),
+            &defs.capabilities.skills,
+        )),
+        None => defs.system_prompt(),
+    };
+    let system = Some(system).filter(|s| !s.is_empty());
     if resume.is_none() {
         emit.push(EventData::TurnStarted(TurnStarted { model: Some(model.clone()) }));
     }
@@ -355,8 +366,9 @@ async fn drive(
         view: None,
         refused: false,
     };
-    let build = |messages: &Vec<Message>| ModelRequest {
-        system: Some(system.clone()).filter(|s| !s.is_empty()),
+    // Copies nothing: the request shares the messages with the steps before (`Messages`).
+    let build = |messages: &Messages| ModelRequest {
+        system: system.clone(),
         messages: messages.clone(),
         tools: tools.clone(),
         params: Default::default(),
@@ -595,17 +607,18 @@ impl Compactor {
     async fn apply(
         &mut self,
         done: compaction::Compacted,
-        messages: &mut Vec<Message>,
+        messages: &mut Messages,
         emit: &mut Emitter,
         usage: &mut ModelUsage,
     ) -> Result<(), Stop> {
         emit.send(done.event).await?;
         usage.add(&done.usage);
-        let own = messages.split_off(self.own_from.min(messages.len()));
-        *messages = done.view.messages();
+        let own: Vec<Message> = messages.iter().skip(self.own_from).cloned().collect();
+        let mut view = done.view;
+        *messages = view.messages();
         self.own_from = messages.len();
         messages.extend(own);
-        self.view = Some(done.view);
+        self.view = Some(view);
         self.budget.reset();
         Ok(())
     }

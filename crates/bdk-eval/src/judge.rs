@@ -35,7 +35,7 @@ pub(crate) async fn grade(
     let model = judge.info().model;
     let request = ModelRequest {
         system: Some(SYSTEM.into()),
-        messages: vec![Message::user(prompt(rubric, case, observed))],
+        messages: vec![Message::user(prompt(rubric, case, observed))].into(),
         ..ModelRequest::default()
     };
     let mut stream = judge.stream(request, cancel.child_token());

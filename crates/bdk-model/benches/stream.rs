@@ -43,7 +43,7 @@ async fn raw_read(server: &FakeServer, path: &str) -> Duration {
 
 async fn provider_read(provider: &dyn ModelProvider) -> Duration {
     let started = Instant::now();
-    let request = ModelRequest { messages: vec![Message::user("go")], ..Default::default() };
+    let request = ModelRequest { messages: vec![Message::user("go")].into(), ..Default::default() };
     let mut stream = provider.stream(request, CancellationToken::new());
     let mut deltas = 0;
     while let Some(event) = stream.next().await {

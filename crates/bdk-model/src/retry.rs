@@ -104,6 +104,8 @@ impl Attempts {
             if self.done {
                 return None;
             }
+            // A clone per attempt copies no conversation: a request shares its system prompt,
+            // messages and tools (`ModelRequest`).
             let current =
                 self.current.get_or_insert_with(|| self.inner.stream(self.request.clone(), self.cancel.clone()));
             let err = match current.next().await {

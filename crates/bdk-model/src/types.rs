@@ -8,14 +8,24 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::messages::Messages;
+
 /// One call to a model: what it is told, what it may call, and how to sample.
+///
+/// Cheap to clone: the system prompt, the messages and the tools are shared, so each step of a
+/// turn and each retry of a call copies none of them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelRequest {
     /// The system prompt (agent instructions), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub system: Option<String>,
-    /// The conversation so far, oldest first.
-    pub messages: Vec<Message>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "shared::serialize_text",
+        deserialize_with = "shared::deserialize_text"
+    )]
+    pub system: Option<Arc<str>>,
+    /// The conversation so far, oldest first, shared with the step before (see [`Messages`]).
+    pub messages: Messages,
     /// Tools the model may call. Shared: the engine builds the list once per definitions
     /// snapshot and every step's request points at it.
     #[serde(
@@ -42,6 +52,14 @@ mod shared {
 
     pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<[T]>, D::Error> {
         Vec::<T>::deserialize(deserializer).map(Arc::from)
+    }
+
+    pub fn serialize_text<S: Serializer>(text: &Option<Arc<str>>, serializer: S) -> Result<S::Ok, S::Error> {
+        text.as_deref().serialize(serializer)
+    }
+
+    pub fn deserialize_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Arc<str>>, D::Error> {
+        Option::<String>::deserialize(deserializer).map(|text| text.map(Arc::from))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The turn loop: the events of a text turn and of a tool-calling turn (several calls in one
 //! step, run concurrently), model errors, the step budget, and usage and cost.
 
-use bdk_engine::Trajectory;
+use bdk_engine::{Admission, Trajectory};
 use bdk_model::Message;
 use bdk_model::{ModelError, ScriptStep, Usage};
 use bdk_protocol::EventData;
@@ -69,6 +69,45 @@ async fn a_text_turn_records_its_events_in_order() {
     assert_eq!(request.tools.len(), 3);
 }
 
+/// What a step costs does not grow with the conversation: each step's request shares the
+/// messages of the request before it (the same allocations, not copies). Within a turn a step
+/// adds only its call and results; a follow-up's first request extends the previous turn's first,
+/// adding only what the log recorded since. Checked by identity, not by timing.
+#[tokio::test]
+async fn requests_share_the_conversation_instead_of_copying_it() {
+    let fx = Fixture::new(vec![
+        ScriptStep::tool_call("c1", "add", json!({"a": 1, "b": 2})),
+        say("three"),
+        ScriptStep::tool_call("c2", "add", json!({"a": 3, "b": 4})),
+        say("seven"),
+        say("done"),
+    ]);
+    let started = fx.start("one").await;
+    let id = started.session_id.clone();
+    settled(&fx.engine, &id, 1).await;
+    let mut token = started.continuation_token;
+    for (n, text) in ["two", "three"].into_iter().enumerate() {
+        token = within(fx.engine.follow_up(&id, follow(text, &token, Admission::Preempt)))
+            .await
+            .unwrap()
+            .continuation_token;
+        settled(&fx.engine, &id, n + 2).await;
+    }
+    let requests = fx.provider.requests();
+    assert_eq!(requests.len(), 5);
+    let (first, second, third) = (&requests[0], &requests[2], &requests[4]);
+    assert!(requests[1].messages.extends(&first.messages), "the second step of turn 1 copied the first's messages");
+    assert!(requests[3].messages.extends(&second.messages), "the second step of turn 2 copied the first's messages");
+    assert!(second.messages.extends(&first.messages), "turn 2 rebuilt the conversation before turn 1");
+    assert!(third.messages.extends(&second.messages), "turn 3 rebuilt the conversation before turn 2");
+    assert!(!third.messages.extends(&requests[3].messages), "a step's own messages are rebuilt from the log");
+    assert_eq!(third.messages.len(), 9, "{:?}", third.messages);
+    assert_eq!(third.messages.last(), Some(&Message::user("three")));
+    // One system prompt per definitions snapshot, shared by every step of every turn.
+    let system = |i: usize| requests[i].system.clone().unwrap();
+    assert!((1..5).all(|i| std::sync::Arc::ptr_eq(&system(0), &system(i))));
+}
+
 #[tokio::test]
 async fn several_tool_calls_in_one_step_run_concurrently_and_are_recorded() {
     let fx = Fixture::new(vec![
@@ -108,8 +147,10 @@ async fn several_tool_calls_in_one_step_run_concurrently_and_are_recorded() {
     let second = &fx.provider.requests()[1];
     let Message::Assistant { tool_calls, .. } = &second.messages[1] else { panic!("{:?}", second.messages) };
     assert_eq!(tool_calls.len(), 3);
-    let results: Vec<_> = second.messages[2..]
+    let results: Vec<_> = second
+        .messages
         .iter()
+        .skip(2)
         .map(|m| match m {
             Message::Tool { call_id, content, .. } => (call_id.clone(), content.clone()),
             other => panic!("{other:?}"),

@@ -8,6 +8,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
 use crate::http::body::Object;
+use crate::messages::Messages;
 use crate::types::{Effort, Message, ModelParams, ModelRequest, ToolSpec};
 
 /// The output limit when neither the agent nor the request sets one (the API requires it).
@@ -138,7 +139,7 @@ pub(crate) enum Block<'a> {
     },
 }
 
-fn messages(messages: &[Message]) -> Vec<(&'static str, Vec<Block<'_>>)> {
+fn messages(messages: &Messages) -> Vec<(&'static str, Vec<Block<'_>>)> {
     let mut out: Vec<(&'static str, Vec<Block<'_>>)> = Vec::new();
     for message in messages {
         let (role, blocks) = match message {
@@ -205,7 +206,8 @@ mod tests {
                 },
                 Message::tool_result("a", "1", false),
                 Message::tool_result("b", "failed", true),
-            ],
+            ]
+            .into(),
             ..Default::default()
         };
         let body = to_value(body("claude-x", &request, &ModelParams::default()));
@@ -248,7 +250,7 @@ mod tests {
         body.insert("model".into(), json!(model));
         body.insert("max_tokens".into(), json!(max_tokens));
         if let Some(system) = &request.system {
-            body.insert("system".into(), json!(system));
+            body.insert("system".into(), json!(&**system));
         }
         let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
         for message in &request.messages {
@@ -379,10 +381,10 @@ mod tests {
         };
         let requests = [
             ModelRequest::default(),
-            ModelRequest { system: Some(String::new()), messages: messages.clone(), ..Default::default() },
+            ModelRequest { system: Some("".into()), messages: messages.clone().into(), ..Default::default() },
             ModelRequest {
                 system: Some("sys".into()),
-                messages,
+                messages: messages.into(),
                 tools: vec![tool.clone(), tool].into(),
                 params: ModelParams::default(),
             },

@@ -196,7 +196,8 @@ mod tests {
                     tool_calls: vec![ToolCall { id: "c1".into(), name: "add".into(), arguments: r#"{"a":1}"#.into() }],
                 },
                 Message::tool_result("c1", "3", false),
-            ],
+            ]
+            .into(),
             tools: vec![add_tool()].into(),
             params: ModelParams::default(),
         };
@@ -251,7 +252,7 @@ mod tests {
             }
         }
         body.insert("model".into(), json!(model));
-        let system = request.system.iter().map(|system| json!({"role": "system", "content": system}));
+        let system = request.system.iter().map(|system| json!({"role": "system", "content": &**system}));
         let rest = request.messages.iter().map(|message| match message {
             Message::User { content } => json!({"role": "user", "content": content}),
             Message::Assistant { content, tool_calls, .. } => {
@@ -330,10 +331,10 @@ mod tests {
         extra_only.extra.insert("temperature".into(), json!(0.7));
         let requests = [
             ModelRequest::default(),
-            ModelRequest { system: Some(String::new()), messages: messages.clone(), ..Default::default() },
+            ModelRequest { system: Some("".into()), messages: messages.clone().into(), ..Default::default() },
             ModelRequest {
                 system: Some("sys".into()),
-                messages,
+                messages: messages.into(),
                 tools: vec![add_tool(), add_tool()].into(),
                 params: ModelParams::default(),
             },

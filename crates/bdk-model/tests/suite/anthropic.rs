@@ -29,7 +29,7 @@ pub fn provider(server: &FakeServer, options: ProviderOptions) -> Arc<dyn ModelP
 }
 
 fn request() -> ModelRequest {
-    ModelRequest { messages: vec![Message::user("hi")], ..Default::default() }
+    ModelRequest { messages: vec![Message::user("hi")].into(), ..Default::default() }
 }
 
 #[tokio::test]
@@ -50,7 +50,8 @@ async fn request_has_headers_system_tools_and_tool_results() {
                 }],
             },
             Message::tool_result("toolu_1", "3", false),
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "add".into(),
             description: "Adds".into(),

@@ -48,7 +48,7 @@ struct OpenAi;
 struct Anthropic;
 
 fn request() -> ModelRequest {
-    ModelRequest { system: Some("be brief".into()), messages: vec![Message::user("hi")], ..Default::default() }
+    ModelRequest { system: Some("be brief".into()), messages: vec![Message::user("hi")].into(), ..Default::default() }
 }
 
 impl Dialect for OpenAi {

@@ -39,7 +39,7 @@ async fn request_body_has_tools_stream_options_and_effort() {
     server.push(ok_reply());
     let request = ModelRequest {
         system: Some("sys".into()),
-        messages: vec![Message::user("hi")],
+        messages: vec![Message::user("hi")].into(),
         tools: vec![ToolSpec {
             name: "add".into(),
             description: "Adds numbers".into(),
@@ -85,7 +85,7 @@ async fn local_servers_get_max_tokens_and_no_key() {
     };
     let provider = OpenAiProvider::new(ProviderKind::OpenAiCompatible, config).unwrap();
     let request = ModelRequest {
-        messages: vec![Message::user("hi")],
+        messages: vec![Message::user("hi")].into(),
         params: ModelParams { max_tokens: Some(64), ..Default::default() },
         ..Default::default()
     };
@@ -107,12 +107,11 @@ async fn reasoning_arrives_in_either_field() {
         oa::finish("stop"),
         oa::done(),
     ]));
-    let events =
-        events(provider(&server, ProviderKind::OpenAi, fast_options()).stream(
-            ModelRequest { messages: vec![Message::user("q")], ..Default::default() },
-            CancellationToken::new(),
-        ))
-        .await;
+    let events = events(provider(&server, ProviderKind::OpenAi, fast_options()).stream(
+        ModelRequest { messages: vec![Message::user("q")].into(), ..Default::default() },
+        CancellationToken::new(),
+    ))
+    .await;
     assert_eq!(reasoning_of(&events), "one two");
     assert_eq!(text_of(&events), "answer");
 }
@@ -124,12 +123,11 @@ async fn error_chunk_mid_stream_fails_the_call() {
         oa::text("partial"),
         oa::data(json!({"error": {"message": "model overloaded", "type": "server_error"}})),
     ]));
-    let items =
-        collect(provider(&server, ProviderKind::OpenAi, fast_options()).stream(
-            ModelRequest { messages: vec![Message::user("q")], ..Default::default() },
-            CancellationToken::new(),
-        ))
-        .await;
+    let items = collect(provider(&server, ProviderKind::OpenAi, fast_options()).stream(
+        ModelRequest { messages: vec![Message::user("q")].into(), ..Default::default() },
+        CancellationToken::new(),
+    ))
+    .await;
     assert!(matches!(items[0], Ok(ModelEvent::TextDelta { .. })));
     assert_eq!(last_error(&items), ModelError::Server { status: 500, message: "model overloaded".into() });
     assert_eq!(server.requests().len(), 1);
@@ -144,7 +142,7 @@ async fn context_length_and_unknown_model_are_named() {
     ));
     server.push(Reply::status(404, r#"{"error":{"message":"The model `nope` does not exist"}}"#));
     let p = provider(&server, ProviderKind::OpenAi, fast_options());
-    let request = ModelRequest { messages: vec![Message::user("q")], ..Default::default() };
+    let request = ModelRequest { messages: vec![Message::user("q")].into(), ..Default::default() };
     let first = collect(p.stream(request.clone(), CancellationToken::new())).await;
     assert_eq!(last_error(&first).code(), "context_length_exceeded");
     let second = collect(p.stream(request, CancellationToken::new())).await;

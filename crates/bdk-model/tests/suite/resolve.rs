@@ -151,7 +151,7 @@ async fn scripted_only_when_asked_for() {
     let resolved = resolve(&ModelInput { agent, ..Default::default() }, &env(&[]));
     assert_eq!(resolved.problem, None);
     let provider = build(&resolved, &ProviderOptions::default());
-    let request = ModelRequest { messages: vec![bdk_model::Message::user("ping")], ..Default::default() };
+    let request = ModelRequest { messages: vec![bdk_model::Message::user("ping")].into(), ..Default::default() };
     let items = collect(provider.stream(request, CancellationToken::new())).await;
     let events: Vec<ModelEvent> = items.into_iter().map(Result::unwrap).collect();
     assert_eq!(text_of(&events), "ping");

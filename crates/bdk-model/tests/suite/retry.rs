@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bdk_model::{ModelError, ModelProvider, ModelRequest, RetryPolicy, Retrying, ScriptStep, ScriptedProvider};
+use bdk_model::{
+    Message, ModelError, ModelProvider, ModelRequest, RetryPolicy, Retrying, ScriptStep, ScriptedProvider,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -32,13 +34,25 @@ async fn retries_until_success() {
         ScriptStep::text("finally"),
     ]));
     let provider = Retrying::new(inner.clone(), policy(3));
+    let request = ModelRequest {
+        system: Some("be brief".into()),
+        messages: vec![Message::user("a long conversation"), Message::assistant("so far")].into(),
+        ..Default::default()
+    };
     let started = Instant::now();
-    let events = events(provider.stream(ModelRequest::default(), CancellationToken::new())).await;
+    let events = events(provider.stream(request.clone(), CancellationToken::new())).await;
     assert_eq!(text_of(&events), "finally");
-    assert_eq!(inner.requests().len(), 3);
     // 250..=500 ms, then 500..=1000 ms.
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(750) && waited <= Duration::from_millis(1500), "{waited:?}");
+    let requests = inner.requests();
+    assert_eq!(requests.len(), 3);
+    // Each attempt sends the caller's request itself, not a copy of its conversation.
+    for attempt in &requests {
+        assert_eq!(attempt, &request);
+        assert!(attempt.messages.extends(&request.messages) && request.messages.extends(&attempt.messages));
+        assert!(Arc::ptr_eq(attempt.system.as_ref().unwrap(), request.system.as_ref().unwrap()));
+    }
 }
 
 #[tokio::test(start_paused = true)]

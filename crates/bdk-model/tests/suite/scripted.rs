@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::support::{WAIT, collect, events, last_error, text_of};
 
 fn ask(text: &str) -> ModelRequest {
-    ModelRequest { messages: vec![Message::user(text)], ..Default::default() }
+    ModelRequest { messages: vec![Message::user(text)].into(), ..Default::default() }
 }
 
 #[tokio::test]
@@ -59,7 +59,7 @@ async fn the_request_record_keeps_only_the_newest() {
 async fn echo_repeats_the_last_user_message() {
     let provider = ScriptedProvider::echo();
     let request = ModelRequest {
-        messages: vec![Message::user("first"), Message::assistant("ok"), Message::user("say this back")],
+        messages: vec![Message::user("first"), Message::assistant("ok"), Message::user("say this back")].into(),
         ..Default::default()
     };
     let events = events(provider.stream(request, CancellationToken::new())).await;
