@@ -81,7 +81,8 @@ async fn requests_share_the_conversation_instead_of_copying_it() {
         ScriptStep::tool_call("c2", "add", json!({"a": 3, "b": 4})),
         say("seven"),
         say("done"),
-    ]);
+    ])
+    .await;
     let started = fx.start("one").await;
     let id = started.session_id.clone();
     settled(&fx.engine, &id, 1).await;
