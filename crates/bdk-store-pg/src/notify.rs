@@ -21,6 +21,14 @@ pub(crate) const COMMANDS: &str = "bdk_commands";
 /// Answers to forwarded commands: payload `<command id>`.
 pub(crate) const REPLIES: &str = "bdk_replies";
 
+/// Running-turn slots given up: payload `<agent>`.
+pub(crate) const SLOTS: &str = "bdk_slots";
+
+/// The registry key turns waiting for one of `agent`'s slots wait on.
+pub(crate) fn slots_key(agent: &str) -> (String, String) {
+    ("\u{1}slots".to_owned(), agent.to_owned())
+}
+
 /// The registry key a replica's command inbox for `agent` waits on.
 pub(crate) fn inbox_key(replica: &str, agent: &str) -> (String, String) {
     (format!("\u{1}commands {replica}"), agent.to_owned())
@@ -71,6 +79,9 @@ pub(crate) struct Signal {
 #[derive(Debug)]
 pub(crate) struct Notifier {
     registry: Arc<Registry>,
+    /// Signals kept for as long as the notifier lives (one per agent's slot queue), so a
+    /// receiver handed out alone keeps working.
+    kept: Mutex<HashMap<Key, Arc<watch::Sender<u64>>>>,
     task: JoinHandle<()>,
 }
 
@@ -85,7 +96,7 @@ impl Notifier {
     pub fn start(config: tokio_postgres::Config) -> Notifier {
         let registry = Arc::new(Registry::default());
         let task = tokio::spawn(listen(config, Arc::downgrade(&registry)));
-        Notifier { registry, task }
+        Notifier { registry, kept: Mutex::default(), task }
     }
 
     pub fn subscribe(&self, agent: &str, session: &str) -> Signal {
@@ -112,6 +123,23 @@ impl Notifier {
     pub fn bump(&self, agent: &str, session: &str) {
         self.registry.bump(&(agent.to_owned(), session.to_owned()));
     }
+
+    /// Wakes whatever waits on `key` on this replica.
+    pub fn bump_key(&self, key: &Key) {
+        self.registry.bump(key);
+    }
+
+    /// A receiver of the signal under `key`, which stays registered while the notifier lives.
+    pub fn watch_key(&self, key: Key) -> watch::Receiver<u64> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sender) = kept.get(&key) {
+            return sender.subscribe();
+        }
+        let signal = self.subscribe_key(key.clone());
+        let receiver = signal.receiver.clone();
+        kept.insert(key, signal._sender);
+        receiver
+    }
 }
 
 async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
@@ -129,7 +157,8 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                     }
                 }
             });
-            if client.batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}")).await.is_ok() {
+            let listen = format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}; LISTEN {SLOTS}");
+            if client.batch_execute(&listen).await.is_ok() {
                 backoff = Duration::from_millis(100);
                 // Anything appended while we were not listening: everyone looks again.
                 match registry.upgrade() {
@@ -143,6 +172,11 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                         COMMANDS => {
                             if let (Some(target), Some(agent)) = (parts.next(), parts.next()) {
                                 registry.bump(&inbox_key(target, agent));
+                            }
+                        }
+                        SLOTS => {
+                            if let Some(agent) = parts.next() {
+                                registry.bump(&slots_key(agent));
                             }
                         }
                         REPLIES => {

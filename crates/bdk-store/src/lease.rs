@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bdk_protocol::SessionId;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::api::BoxFuture;
 use crate::error::Result;
@@ -84,6 +84,11 @@ pub trait SessionLeases: Send + Sync + fmt::Debug {
 
     /// Gives up the slot (or the place in the queue) of `turn`.
     fn release_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// A signal that changes whenever a slot (or a place in the queue) may have been given up
+    /// on any replica: a queued turn asks again then. Only a wake-up (it may be late, merged or
+    /// lost): waiters still ask now and then. `None`: the backend has none; waiters poll.
+    fn slot_released(&self) -> Option<watch::Receiver<u64>>;
 
     /// A replica shutting down: every lease it holds is free to claim at once (not one lease
     /// period later). Returns how many.
