@@ -158,6 +158,13 @@ impl EventFollower for PgFollower {
                 }
                 // Mark the signal seen before reading: a later append wakes the wait below.
                 self.signal.receiver.borrow_and_update();
+                // What this replica just committed from exactly here: no need to read it back.
+                let notifier = &self.store.db.notifier;
+                if let Some(events) = notifier.recent_from(&self.store.agent, self.session.as_str(), self.next) {
+                    self.next += events.len() as u64;
+                    self.buffer.extend(events);
+                    continue;
+                }
                 match self.store.read_rows(&self.session, self.next, CHUNK).await {
                     Ok(events) if !events.is_empty() => {
                         for event in events {

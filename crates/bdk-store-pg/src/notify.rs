@@ -1,12 +1,15 @@
 //! Waking followers: a registry of per-session signals on this replica, bumped on every local
 //! append and by the `LISTEN bdk_events` connection for appends and deletes on any replica. A
 //! signal only says "look again": followers read rows, so a lost or merged notification costs
-//! latency, never an event (followers also look again every [`POLL`]).
+//! latency, never an event (followers also look again every [`POLL`]). A local append also
+//! leaves its committed events here (the newest batch of each followed session), so a
+//! follower on this replica that is exactly there takes them without reading them back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use bdk_store::SharedEvent;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -82,6 +85,8 @@ pub(crate) struct Notifier {
     /// Signals kept for as long as the notifier lives (one per agent's slot queue), so a
     /// receiver handed out alone keeps working.
     kept: Mutex<HashMap<Key, Arc<watch::Sender<u64>>>>,
+    /// The newest committed batch of each followed session appended on this replica.
+    recent: Mutex<HashMap<Key, Vec<SharedEvent>>>,
     task: JoinHandle<()>,
 }
 
@@ -96,7 +101,7 @@ impl Notifier {
     pub fn start(config: tokio_postgres::Config) -> Notifier {
         let registry = Arc::new(Registry::default());
         let task = tokio::spawn(listen(config, Arc::downgrade(&registry)));
-        Notifier { registry, kept: Mutex::default(), task }
+        Notifier { registry, kept: Mutex::default(), recent: Mutex::default(), task }
     }
 
     pub fn subscribe(&self, agent: &str, session: &str) -> Signal {
@@ -107,6 +112,7 @@ impl Notifier {
     pub fn subscribe_key(&self, key: Key) -> Signal {
         let mut signals = self.registry.lock();
         signals.retain(|_, weak| weak.strong_count() > 0);
+        self.recent().retain(|key, _| signals.contains_key(key));
         let sender = match signals.get(&key).and_then(Weak::upgrade) {
             Some(sender) => sender,
             None => {
@@ -122,6 +128,30 @@ impl Notifier {
     /// Wakes this replica's followers of a session (after a local append or delete).
     pub fn bump(&self, agent: &str, session: &str) {
         self.registry.bump(&(agent.to_owned(), session.to_owned()));
+    }
+
+    /// Leaves the events of a session that this replica just committed for its followers
+    /// here (only while it has followers), then wakes them.
+    pub fn committed(&self, agent: &str, session: &str, events: Vec<SharedEvent>) {
+        let key = (agent.to_owned(), session.to_owned());
+        if self.registry.lock().get(&key).is_some_and(|weak| weak.strong_count() > 0) {
+            self.recent().insert(key.clone(), events);
+        }
+        self.registry.bump(&key);
+    }
+
+    /// The events from index `from` on of the session's newest local batch, when that batch
+    /// holds `from` (a follower exactly there needs no read).
+    pub fn recent_from(&self, agent: &str, session: &str, from: u64) -> Option<Vec<SharedEvent>> {
+        let recent = self.recent();
+        let events = recent.get(&(agent.to_owned(), session.to_owned()))?;
+        let first = events.first()?.index;
+        let skip = usize::try_from(from.checked_sub(first)?).ok()?;
+        (skip < events.len()).then(|| events[skip..].to_vec())
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<SharedEvent>>> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Wakes whatever waits on `key` on this replica.

@@ -172,11 +172,15 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: one
     let result = write_batch(pool, &batch, locked).await;
     match result {
         Ok(planned) => {
-            let mut written = Vec::new();
+            // Each session's committed events, in batch order, for its followers here.
+            let mut written: Vec<(Arc<str>, SessionId, Vec<SharedEvent>)> = Vec::new();
             for (append, planned) in batch.into_iter().zip(planned) {
                 match planned {
                     Planned::Written(events) => {
-                        written.push((append.agent.clone(), append.session.clone()));
+                        match written.iter_mut().find(|(a, s, _)| *a == append.agent && *s == append.session) {
+                            Some((_, _, all)) => all.extend(events.iter().cloned()),
+                            None => written.push((append.agent.clone(), append.session.clone(), events.clone())),
+                        }
                         let _ = append.reply.send(Ok(events));
                     }
                     Planned::Refused(error) => {
@@ -184,9 +188,8 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: one
                     }
                 }
             }
-            written.dedup();
-            for (agent, session) in written {
-                notifier.bump(&agent, session.as_str());
+            for (agent, session, events) in written {
+                notifier.committed(&agent, session.as_str(), events);
             }
         }
         Err(error) => {
