@@ -402,7 +402,12 @@ impl Actor {
         events.extend(preempted.iter().flat_map(|p| p.closing.iter().cloned()));
         let received = MessageReceived { text: request.message, principal: None };
         events.push(NewEvent::new(EventData::MessageReceived(received)));
-        if let Err(error) = self.append(events).await {
+        // The token's rotation (and the `running` status) are written with the message: one
+        // durable write, and neither without the other.
+        let (continuation_token, next) = self.rotated_token().await?;
+        let held = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
+        let rotated = next.as_ref().is_some_and(|next| next.continuation_token.as_deref() != held);
+        if let Err(error) = self.append_with(events, next.clone()).await {
             if let Some(preempted) = preempted
                 && matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable())
             {
@@ -413,7 +418,12 @@ impl Actor {
             return Err(error);
         }
         self.unwritten = None;
-        let continuation_token = self.rotate_token().await?;
+        if let Some(next) = next {
+            if rotated {
+                self.core.direct_tokens.note(&continuation_token, &self.id);
+            }
+            self.record = Some(next);
+        }
         let turn_id = if coalesce {
             self.pending += 1;
             self.pending_files.extend(request.workspace_files);
@@ -437,27 +447,22 @@ impl Actor {
         self.write_unwritten().await
     }
 
-    /// Rotates an HTTP token (channel tokens are stable) and marks the session `running` (a
-    /// message was accepted), persisting both in one write, when either changes, before
-    /// returning the token.
-    async fn rotate_token(&mut self) -> Result<String> {
+    /// The token an accepted message answers with: a fresh one for an HTTP token (channel
+    /// tokens are stable), and the record to write with the message (the new token, status
+    /// `running`), or `None` when neither changes.
+    async fn rotated_token(&mut self) -> Result<(String, Option<SessionRecord>)> {
         let record = self.record().await?;
         let current = record.continuation_token.clone().unwrap_or_default();
         let rotates = tokens::rotates(&current);
         if !rotates && record.status == Some(SessionStatus::Running) {
-            return Ok(current);
+            return Ok((current, None));
         }
         let mut next = record.clone();
         let token = if rotates { tokens::http_token() } else { current };
         next.continuation_token = Some(token.clone());
         next.status = Some(SessionStatus::Running);
         next.updated_at = bdk_protocol::event::timestamp_now();
-        self.core.stores.sessions.update(next.clone()).await?;
-        if rotates {
-            self.core.direct_tokens.note(&token, &self.id);
-        }
-        self.record = Some(next);
-        Ok(token)
+        Ok((token, Some(next)))
     }
 
     /// Records `status` in `session.json` if it changed. The closing event is already durable,
@@ -674,7 +679,17 @@ impl Actor {
     }
 
     async fn append(&mut self, events: Vec<NewEvent>) -> Result<()> {
-        match self.core.stores.events.append(&self.id, events).await {
+        self.append_with(events, None).await
+    }
+
+    /// Appends `events`, with the session's new `record` in the same durable write when set.
+    async fn append_with(&mut self, events: Vec<NewEvent>, record: Option<SessionRecord>) -> Result<()> {
+        let log = &self.core.stores.events;
+        let appended = match record {
+            Some(record) => log.append_with_record(&self.id, events, record).await,
+            None => log.append(&self.id, events).await,
+        };
+        match appended {
             Ok(_) => Ok(()),
             Err(bdk_store::Error::LeaseLost(id)) => {
                 // Another replica claimed the session (this one stalled past its lease): it

@@ -5,9 +5,9 @@
 //! One process: a fair semaphore. Several replicas on one database (session leases): the slots
 //! are rows the database counts for the whole host group ([`SessionLeases::claim_slot`]), so the
 //! limit and the queue hold across replicas. A waiting turn asks again when a slot of this
-//! replica is released, when the database says one was released on any replica
-//! ([`SessionLeases::slot_released`]), and every [`SHARED_POLL`] (a slot freed by a replica that
-//! died, or a notification lost).
+//! replica is released, when the store signals one released on any replica
+//! ([`SessionLeases::slot_released`]), and every [`SHARED_POLL`] (a lost signal, a holder that
+//! died; every [`SHARED_POLL_UNSIGNALLED`] for a store without the signal).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -15,11 +15,14 @@ use std::time::Duration;
 
 use bdk_protocol::{SessionId, TurnId};
 use bdk_store::{SessionLeases, SlotClaim};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 
 /// How often a turn waiting for a slot shared with other replicas asks the database again
-/// without being woken.
+/// without being woken (the safety net behind the store's signal).
 const SHARED_POLL: Duration = Duration::from_secs(2);
+
+/// The same for a store that signals no slot released on another replica.
+const SHARED_POLL_UNSIGNALLED: Duration = Duration::from_millis(250);
 
 /// The agent's turn slots.
 #[derive(Debug)]
@@ -123,9 +126,14 @@ impl QueuedTurn {
             Place::Shared(slot) => {
                 let slot = slot.take()?;
                 let notify = slot.shared.released.clone();
+                let mut signal = slot.shared.leases.slot_released();
+                let mut poll = if signal.is_some() { SHARED_POLL } else { SHARED_POLL_UNSIGNALLED };
                 loop {
                     let released = notify.notified();
-                    let elsewhere = slot.shared.leases.slot_released();
+                    // Seen before asking: a release after the claim below wakes the wait.
+                    if let Some(signal) = &mut signal {
+                        signal.borrow_and_update();
+                    }
                     match slot.shared.leases.claim_slot(&slot.session, slot.turn.as_str(), slot.shared.max).await {
                         Ok(SlotClaim::Running) => return Some(Slot::Shared { _slot: slot }),
                         Ok(SlotClaim::Queued { .. }) => {}
@@ -133,12 +141,24 @@ impl QueuedTurn {
                     }
                     tokio::select! {
                         () = released => {}
-                        () = elsewhere => {}
-                        () = tokio::time::sleep(SHARED_POLL) => {}
+                        open = changed(&mut signal) => if !open {
+                            // The store dropped its signal: poll from now on.
+                            signal = None;
+                            poll = SHARED_POLL_UNSIGNALLED;
+                        },
+                        () = tokio::time::sleep(poll) => {}
                     }
                 }
             }
         }
+    }
+}
+
+/// Resolves when `signal` changes (`true`) or its sender is gone (`false`); never without one.
+async fn changed(signal: &mut Option<watch::Receiver<u64>>) -> bool {
+    match signal {
+        Some(signal) => signal.changed().await.is_ok(),
+        None => std::future::pending().await,
     }
 }
 

@@ -237,6 +237,15 @@ impl LogLayer for Watched<dyn EventLog> {
         let wrote = !events.is_empty();
         self.seen(self.inner.append(session, events), wrote)
     }
+
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        self.seen(self.inner.append_with_record(session, events, record), true)
+    }
 }
 
 impl KvStore for Watched<dyn KvStore> {

@@ -449,15 +449,14 @@ impl Shared {
     }
 }
 
-impl LogLayer for StoredText {
-    fn inner(&self) -> &Arc<dyn EventLog> {
-        &self.shared.inner
-    }
-
-    fn append<'a>(
+impl StoredText {
+    /// An append (with the session's record, when `record` is set), its repeated text stored
+    /// once.
+    fn write<'a>(
         &'a self,
         session: &'a SessionId,
         mut events: Vec<NewEvent>,
+        record: Option<bdk_store::SessionRecord>,
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         Box::pin(async move {
             let shared = &self.shared;
@@ -475,7 +474,11 @@ impl LogLayer for StoredText {
                 }
                 batch
             };
-            let mut written = match shared.inner.append(session, events).await {
+            let appended = match record {
+                Some(record) => shared.inner.append_with_record(session, events, record).await,
+                None => shared.inner.append(session, events).await,
+            };
+            let mut written = match appended {
                 Ok(written) => written,
                 Err(error) => {
                     // What the track hashed was not written: start over (what the session
@@ -499,6 +502,29 @@ impl LogLayer for StoredText {
             }
             Ok(written)
         })
+    }
+}
+
+impl LogLayer for StoredText {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.shared.inner
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        self.write(session, events, None)
+    }
+
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: bdk_store::SessionRecord,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        self.write(session, events, Some(record))
     }
 
     fn read<'a>(

@@ -231,6 +231,17 @@ pub(crate) async fn execute_relaxed(
     sql: &str,
     params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> bdk_store::Result<u64> {
+    let rows = relaxed(client, sql, params).await?;
+    db.count_commit(false);
+    Ok(rows)
+}
+
+/// [`execute_relaxed`] without counting the commit (for the heartbeat, which no turn makes).
+pub(crate) async fn relaxed(
+    client: &Object,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> bdk_store::Result<u64> {
     let statement = client.prepare_cached(sql).await.map_err(crate::error::db)?;
     let (begun, executed, committed) = futures_util::future::join3(
         client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
@@ -241,7 +252,6 @@ pub(crate) async fn execute_relaxed(
     begun.map_err(crate::error::db)?;
     let rows = executed.map_err(crate::error::db)?;
     committed.map_err(crate::error::db)?;
-    db.count_commit(false);
     Ok(rows)
 }
 

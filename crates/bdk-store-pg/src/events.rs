@@ -9,9 +9,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bdk_protocol::{Event, SessionId};
-use bdk_store::{BoxFuture, Error, EventFollower, EventLog, EventStream, NewEvent, Result, SharedEvent};
+use bdk_store::{BoxFuture, Error, EventFollower, EventLog, EventStream, NewEvent, Result, SessionRecord, SharedEvent};
 
-use crate::error::{corrupt, db};
+use crate::error::{corrupt, db, encode};
 use crate::notify::{POLL, Signal};
 use crate::store::PgStore;
 
@@ -24,30 +24,34 @@ const UNAVAILABLE_RETRY: std::time::Duration = std::time::Duration::from_millis(
 impl PgStore {
     async fn session_exists(&self, session: &SessionId) -> Result<bool> {
         let client = self.db.client().await?;
-        let row = client
-            .query_opt("SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &session.as_str()])
-            .await
-            .map_err(db)?;
+        let statement = client.prepare_cached(EXISTS).await.map_err(db)?;
+        let row = client.query_opt(&statement, &[&&*self.agent, &session.as_str()]).await.map_err(db)?;
         Ok(row.is_some())
     }
 
+    /// Events from `from`, at most `limit`: one prepared statement, which also says whether
+    /// the session exists (no row at all: it does not; one row without an event: nothing new).
     async fn read_rows(&self, session: &SessionId, from: u64, limit: i64) -> Result<Vec<Event>> {
         let client = self.db.client().await?;
+        let statement = client.prepare_cached(READ).await.map_err(db)?;
         let from = i64::try_from(from).unwrap_or(i64::MAX);
-        let rows = client
-            .query(
-                "SELECT idx, body FROM bdk_events WHERE agent = $1 AND session_id = $2 AND idx >= $3 ORDER BY idx LIMIT $4",
-                &[&&*self.agent, &session.as_str(), &from, &limit],
-            )
-            .await
-            .map_err(db)?;
+        let rows = client.query(&statement, &[&&*self.agent, &session.as_str(), &from, &limit]).await.map_err(db)?;
         drop(client);
-        if rows.is_empty() && !self.session_exists(session).await? {
+        if rows.is_empty() {
             return Err(Error::SessionNotFound(session.clone()));
         }
-        rows.iter().map(|row| serde_json::from_str::<Event>(row.get(1)).map_err(|e| corrupt("an event", e))).collect()
+        rows.iter()
+            .filter_map(|row| row.get::<_, Option<&str>>(0))
+            .map(|body| serde_json::from_str::<Event>(body).map_err(|e| corrupt("an event", e)))
+            .collect()
     }
 }
+
+const EXISTS: &str = "SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2";
+
+const READ: &str = "SELECT e.body FROM bdk_sessions s LEFT JOIN LATERAL (SELECT body, idx FROM bdk_events \
+     WHERE agent = s.agent AND session_id = s.id AND idx >= $3 ORDER BY idx LIMIT $4) e ON true \
+     WHERE s.agent = $1 AND s.id = $2 ORDER BY e.idx";
 
 impl EventLog for PgStore {
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
@@ -59,7 +63,21 @@ impl EventLog for PgStore {
                 return Ok(Vec::new());
             }
             let fence = self.db.fence(&self.agent, session.as_str());
-            self.db.writer.append(self.agent.clone(), session.clone(), events, fence).await
+            self.db.writer.append(self.agent.clone(), session.clone(), events, fence, None).await
+        })
+    }
+
+    /// The record rides in the append's own transaction (one durable commit for both).
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            let body = serde_json::to_string(&record).map_err(encode)?;
+            let fence = self.db.fence(&self.agent, session.as_str());
+            self.db.writer.append(self.agent.clone(), session.clone(), events, fence, Some(body)).await
         })
     }
 
@@ -140,6 +158,13 @@ impl EventFollower for PgFollower {
                 }
                 // Mark the signal seen before reading: a later append wakes the wait below.
                 self.signal.receiver.borrow_and_update();
+                // What this replica just committed from exactly here: no need to read it back.
+                let notifier = &self.store.db.notifier;
+                if let Some(events) = notifier.recent_from(&self.store.agent, self.session.as_str(), self.next) {
+                    self.next += events.len() as u64;
+                    self.buffer.extend(events);
+                    continue;
+                }
                 match self.store.read_rows(&self.session, self.next, CHUNK).await {
                     Ok(events) if !events.is_empty() => {
                         for event in events {

@@ -3,9 +3,10 @@
 //!
 //! - A lease is claimed with one upsert that only overwrites a row that is this replica's or
 //!   past its `expires_at`, so two replicas racing for a session get one winner from the
-//!   database, not from a timer. The heartbeat renews every lease of this replica (one `UPDATE`)
-//!   every third of the lease period; a replica that stops (SIGKILL, lost network) stops
-//!   renewing, and its leases are free to claim one period later.
+//!   database, not from a timer. The heartbeat renews every lease of this replica (one `UPDATE`,
+//!   committed without waiting for the WAL flush) every third of the lease period; a replica
+//!   that stops (SIGKILL, lost network) stops renewing, and its leases are free to claim one
+//!   period later.
 //! - A forwarded command is a row (its body as JSON text) plus `NOTIFY bdk_commands`; the target's
 //!   inbox claims its pending rows once (`taken`), hands them to the engine, writes each answer
 //!   into `reply` and sends `NOTIFY bdk_replies`. Notifications only wake: the inbox also looks
@@ -55,23 +56,24 @@ pub(crate) async fn heartbeat(pool: Pool, replica: String, period: Duration) {
         tick.tick().await;
         let renewed = async {
             let client = pool.get().await.map_err(crate::error::pool)?;
-            client
-                .execute(
-                    "UPDATE bdk_session_leases SET expires_at = now() + $2::float8 * interval '1 millisecond' \
-                     WHERE replica = $1",
-                    &[&replica, &millis],
-                )
-                .await
-                .map_err(db)?;
+            // Not waited for: a renewal a database crash loses only makes the lease expire
+            // sooner (another replica may then take the session over, and this one's appends
+            // to it are refused by the fence): never two writers.
+            crate::db::relaxed(
+                &client,
+                "UPDATE bdk_session_leases SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+                 WHERE replica = $1",
+                &[&replica, &millis],
+            )
+            .await?;
             // The eval runs this replica runs live as long as its sessions' leases do.
-            client
-                .execute(
-                    "UPDATE bdk_eval_runs SET expires_at = now() + $2::float8 * interval '1 millisecond' \
-                     WHERE replica = $1 AND status = 'running'",
-                    &[&replica, &millis],
-                )
-                .await
-                .map_err(db)
+            crate::db::relaxed(
+                &client,
+                "UPDATE bdk_eval_runs SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+                 WHERE replica = $1 AND status = 'running'",
+                &[&replica, &millis],
+            )
+            .await
         }
         .await;
         if let Err(error) = renewed {
@@ -264,8 +266,9 @@ impl SessionLeases for PgStore {
         Box::pin(self.release_turn_slot(session, turn))
     }
 
-    fn slot_released(&self) -> BoxFuture<'static, ()> {
-        Box::pin(self.turn_slot_released())
+    /// `NOTIFY bdk_slots` from any replica (and a local release at once).
+    fn slot_released(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.db.notifier.watch_key(crate::notify::slots_key(&self.agent)))
     }
 
     fn release_all(&self) -> BoxFuture<'_, Result<u64>> {

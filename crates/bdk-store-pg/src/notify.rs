@@ -2,12 +2,15 @@
 //! append and by the `LISTEN bdk_events` connection for appends and deletes on any replica (the
 //! same connection wakes command inboxes, command senders and turns waiting for a slot). A
 //! signal only says "look again": followers read rows, so a lost or merged notification costs
-//! latency, never an event (followers also look again every [`POLL`]).
+//! latency, never an event (followers also look again every [`POLL`]). A local append also
+//! leaves its committed events here (the newest batch of each followed session), so a
+//! follower on this replica that is exactly there takes them without reading them back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use bdk_store::SharedEvent;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -22,10 +25,10 @@ pub(crate) const COMMANDS: &str = "bdk_commands";
 /// Answers to forwarded commands: payload `<command id>`.
 pub(crate) const REPLIES: &str = "bdk_replies";
 
-/// Released turn slots: payload `<agent>`.
+/// Running-turn slots given up: payload `<agent>`.
 pub(crate) const SLOTS: &str = "bdk_slots";
 
-/// The registry key the turns of `agent` waiting for a slot wait on.
+/// The registry key turns waiting for one of `agent`'s slots wait on.
 pub(crate) fn slots_key(agent: &str) -> (String, String) {
     ("\u{1}slots".to_owned(), agent.to_owned())
 }
@@ -80,6 +83,11 @@ pub(crate) struct Signal {
 #[derive(Debug)]
 pub(crate) struct Notifier {
     registry: Arc<Registry>,
+    /// Signals kept for as long as the notifier lives (one per agent's slot queue), so a
+    /// receiver handed out alone keeps working.
+    kept: Mutex<HashMap<Key, Arc<watch::Sender<u64>>>>,
+    /// The newest committed batch of each followed session appended on this replica.
+    recent: Mutex<HashMap<Key, Vec<SharedEvent>>>,
     task: JoinHandle<()>,
 }
 
@@ -94,7 +102,7 @@ impl Notifier {
     pub fn start(config: tokio_postgres::Config) -> Notifier {
         let registry = Arc::new(Registry::default());
         let task = tokio::spawn(listen(config, Arc::downgrade(&registry)));
-        Notifier { registry, task }
+        Notifier { registry, kept: Mutex::default(), recent: Mutex::default(), task }
     }
 
     pub fn subscribe(&self, agent: &str, session: &str) -> Signal {
@@ -105,6 +113,7 @@ impl Notifier {
     pub fn subscribe_key(&self, key: Key) -> Signal {
         let mut signals = self.registry.lock();
         signals.retain(|_, weak| weak.strong_count() > 0);
+        self.recent().retain(|key, _| signals.contains_key(key));
         let sender = match signals.get(&key).and_then(Weak::upgrade) {
             Some(sender) => sender,
             None => {
@@ -120,6 +129,47 @@ impl Notifier {
     /// Wakes this replica's followers of a session (after a local append or delete).
     pub fn bump(&self, agent: &str, session: &str) {
         self.registry.bump(&(agent.to_owned(), session.to_owned()));
+    }
+
+    /// Leaves the events of a session that this replica just committed for its followers
+    /// here (only while it has followers), then wakes them.
+    pub fn committed(&self, agent: &str, session: &str, events: Vec<SharedEvent>) {
+        let key = (agent.to_owned(), session.to_owned());
+        if self.registry.lock().get(&key).is_some_and(|weak| weak.strong_count() > 0) {
+            self.recent().insert(key.clone(), events);
+        }
+        self.registry.bump(&key);
+    }
+
+    /// The events from index `from` on of the session's newest local batch, when that batch
+    /// holds `from` (a follower exactly there needs no read).
+    pub fn recent_from(&self, agent: &str, session: &str, from: u64) -> Option<Vec<SharedEvent>> {
+        let recent = self.recent();
+        let events = recent.get(&(agent.to_owned(), session.to_owned()))?;
+        let first = events.first()?.index;
+        let skip = usize::try_from(from.checked_sub(first)?).ok()?;
+        (skip < events.len()).then(|| events[skip..].to_vec())
+    }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<SharedEvent>>> {
+        self.recent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes whatever waits on `key` on this replica.
+    pub fn bump_key(&self, key: &Key) {
+        self.registry.bump(key);
+    }
+
+    /// A receiver of the signal under `key`, which stays registered while the notifier lives.
+    pub fn watch_key(&self, key: Key) -> watch::Receiver<u64> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sender) = kept.get(&key) {
+            return sender.subscribe();
+        }
+        let signal = self.subscribe_key(key.clone());
+        let receiver = signal.receiver.clone();
+        kept.insert(key, signal._sender);
+        receiver
     }
 }
 
@@ -138,11 +188,8 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                     }
                 }
             });
-            if client
-                .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}; LISTEN {SLOTS}"))
-                .await
-                .is_ok()
-            {
+            let listen = format!("LISTEN {CHANNEL}; LISTEN {COMMANDS}; LISTEN {REPLIES}; LISTEN {SLOTS}");
+            if client.batch_execute(&listen).await.is_ok() {
                 backoff = Duration::from_millis(100);
                 // Anything appended while we were not listening: everyone looks again.
                 match registry.upgrade() {
@@ -158,7 +205,11 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                                 registry.bump(&inbox_key(target, agent));
                             }
                         }
-                        SLOTS => registry.bump(&slots_key(&payload)),
+                        SLOTS => {
+                            if let Some(agent) = parts.next() {
+                                registry.bump(&slots_key(agent));
+                            }
+                        }
                         REPLIES => {
                             if let Some(id) = parts.next().and_then(|id| id.parse().ok()) {
                                 registry.bump(&reply_key(id));

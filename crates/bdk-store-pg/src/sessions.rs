@@ -9,6 +9,8 @@ use crate::db::execute_relaxed;
 use crate::error::{corrupt, db, encode};
 use crate::store::PgStore;
 
+const UPDATE: &str = "UPDATE bdk_sessions SET record = $3 WHERE agent = $1 AND id = $2";
+
 pub(crate) fn parse_record(text: &str) -> Result<SessionRecord> {
     serde_json::from_str(text).map_err(|e| corrupt("a session record", e))
 }
@@ -38,13 +40,11 @@ impl SessionStore for PgStore {
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT record FROM bdk_sessions WHERE agent = $1 AND id = $2",
-                    &[&&*self.agent, &id.as_str()],
-                )
+            let statement = client
+                .prepare_cached("SELECT record FROM bdk_sessions WHERE agent = $1 AND id = $2")
                 .await
                 .map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &id.as_str()]).await.map_err(db)?;
             row.map(|row| parse_record(row.get(0))).transpose()
         })
     }
@@ -53,13 +53,8 @@ impl SessionStore for PgStore {
         Box::pin(async move {
             let body = serde_json::to_string(&record).map_err(encode)?;
             let client = self.db.client().await?;
-            let updated = client
-                .execute(
-                    "UPDATE bdk_sessions SET record = $3 WHERE agent = $1 AND id = $2",
-                    &[&&*self.agent, &record.id.as_str(), &body],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(UPDATE).await.map_err(db)?;
+            let updated = client.execute(&statement, &[&&*self.agent, &record.id.as_str(), &body]).await.map_err(db)?;
             self.db.count_commit(true);
             if updated == 0 {
                 return Err(Error::SessionNotFound(record.id));
@@ -74,13 +69,8 @@ impl SessionStore for PgStore {
         Box::pin(async move {
             let body = serde_json::to_string(&record).map_err(encode)?;
             let client = self.db.client().await?;
-            let updated = execute_relaxed(
-                &self.db,
-                &client,
-                "UPDATE bdk_sessions SET record = $3 WHERE agent = $1 AND id = $2",
-                &[&&*self.agent, &record.id.as_str(), &body],
-            )
-            .await?;
+            let updated =
+                execute_relaxed(&self.db, &client, UPDATE, &[&&*self.agent, &record.id.as_str(), &body]).await?;
             if updated == 0 {
                 return Err(Error::SessionNotFound(record.id));
             }

@@ -70,13 +70,13 @@ impl PgStore {
         if files.is_empty() {
             // An empty workspace over an empty saved one (a text turn's): nothing to save, and
             // no commit to wait for.
-            let saved = client
-                .query_one(
+            let statement = client
+                .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2)",
-                    &[&&*self.agent, &id.as_str()],
                 )
                 .await
                 .map_err(db)?;
+            let saved = client.query_one(&statement, &[&&*self.agent, &id.as_str()]).await.map_err(db)?;
             if !saved.get::<_, bool>(0) {
                 return Ok(None);
             }

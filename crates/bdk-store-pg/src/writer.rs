@@ -11,7 +11,9 @@
 //!    lease before the commit), and the session rows locked `FOR UPDATE` in key order (replicas
 //!    writing to the same sessions lock them in the same order), which gives each session's
 //!    next index;
-//! 2. one `INSERT ... SELECT unnest(...)` of every event of the batch, and `COMMIT`.
+//! 2. one `INSERT ... SELECT unnest(...)` of every event of the batch, the session records
+//!    written with their appends (`UPDATE ... FROM unnest(...)`, see
+//!    [`bdk_store::EventLog::append_with_record`]), and `COMMIT`.
 //!
 //! The insert trigger checks density and sends one `NOTIFY` per session per batch, carrying the
 //! session's next index. An append of a session that is gone, or whose lease this replica lost,
@@ -24,7 +26,7 @@ use bdk_protocol::event::timestamp_now;
 use bdk_protocol::{Event, SessionId};
 use bdk_store::{Error, NewEvent, Result, SharedEvent};
 use deadpool_postgres::Pool;
-use futures_util::future::{join, join3};
+use futures_util::future::join3;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -52,6 +54,9 @@ const SESSIONS: &str = "SELECT agent, id, next_index FROM bdk_sessions \
 const INSERT: &str = "INSERT INTO bdk_events (agent, session_id, idx, body) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])";
 
+const RECORDS: &str = "UPDATE bdk_sessions s SET record = u.r \
+     FROM unnest($1::text[], $2::text[], $3::text[]) AS u(a, i, r) WHERE s.agent = u.a AND s.id = u.i";
+
 /// One append waiting for its batch.
 struct Append {
     agent: Arc<str>,
@@ -60,6 +65,8 @@ struct Append {
     /// The lease token this replica holds on the session, when it holds one: the append is
     /// written only while that holding is current.
     fence: Option<String>,
+    /// The session's new record (JSON), written in the same transaction.
+    record: Option<String>,
     reply: oneshot::Sender<Result<Vec<SharedEvent>>>,
 }
 
@@ -103,15 +110,16 @@ impl Writer {
         Writer { shards, stats }
     }
 
-    /// Queues an append (`fence`: the lease token it is written under, if any); the answer
-    /// comes once its batch committed (or failed). Queued, it is written even if the caller
-    /// stops waiting.
+    /// Queues an append (`fence`: the lease token it is written under, if any; `record`: the
+    /// session's new record, written with it); the answer comes once its batch committed (or
+    /// failed). Queued, it is written even if the caller stops waiting.
     pub async fn append(
         &self,
         agent: Arc<str>,
         session: SessionId,
         events: Vec<NewEvent>,
         fence: Option<String>,
+        record: Option<String>,
     ) -> Result<Vec<SharedEvent>> {
         let shard = {
             use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -120,7 +128,7 @@ impl Writer {
         };
         let (reply, answer) = oneshot::channel();
         let closed = Error::LogClosed(session.clone());
-        shard.tx.send(Append { agent, session, events, fence, reply }).map_err(|_| closed)?;
+        shard.tx.send(Append { agent, session, events, fence, record, reply }).map_err(|_| closed)?;
         answer.await.map_err(|_| Error::Task("the event writer stopped".into()))?
     }
 }
@@ -164,11 +172,15 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: one
     let result = write_batch(pool, &batch, locked).await;
     match result {
         Ok(planned) => {
-            let mut written = Vec::new();
+            // Each session's committed events, in batch order, for its followers here.
+            let mut written: Vec<(Arc<str>, SessionId, Vec<SharedEvent>)> = Vec::new();
             for (append, planned) in batch.into_iter().zip(planned) {
                 match planned {
                     Planned::Written(events) => {
-                        written.push((append.agent.clone(), append.session.clone()));
+                        match written.iter_mut().find(|(a, s, _)| *a == append.agent && *s == append.session) {
+                            Some((_, _, all)) => all.extend(events.iter().cloned()),
+                            None => written.push((append.agent.clone(), append.session.clone(), events.clone())),
+                        }
                         let _ = append.reply.send(Ok(events));
                     }
                     Planned::Refused(error) => {
@@ -176,9 +188,8 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: one
                     }
                 }
             }
-            written.dedup();
-            for (agent, session) in written {
-                notifier.bump(&agent, session.as_str());
+            for (agent, session, events) in written {
+                notifier.committed(&agent, session.as_str(), events);
             }
         }
         Err(error) => {
@@ -199,6 +210,7 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let leases = client.prepare_cached(LEASES).await.map_err(db)?;
     let sessions = client.prepare_cached(SESSIONS).await.map_err(db)?;
     let insert = client.prepare_cached(INSERT).await.map_err(db)?;
+    let records = client.prepare_cached(RECORDS).await.map_err(db)?;
 
     // The sessions of the batch, each once, and the fenced appends' lease tokens.
     let mut keys: Vec<(&str, &str)> = batch.iter().map(|a| (&*a.agent, a.session.as_str())).collect();
@@ -235,6 +247,8 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let at = timestamp_now();
     let mut planned = Vec::with_capacity(batch.len());
     let (mut agents, mut ids, mut indices, mut bodies) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The records written with their appends: the last one of each session.
+    let mut replaced: HashMap<(&str, &str), &str> = HashMap::new();
     for (i, append) in batch.iter().enumerate() {
         let key = (&*append.agent, append.session.as_str());
         let Some(first) = next.get(&key).copied() else {
@@ -270,6 +284,9 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
             continue;
         }
         next.insert(key, first + events.len() as i64);
+        if let Some(record) = &append.record {
+            replaced.insert(key, record.as_str());
+        }
         for (offset, body) in encoded.into_iter().enumerate() {
             agents.push(key.0);
             ids.push(key.1);
@@ -279,18 +296,33 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
         planned.push(Planned::Written(events));
     }
 
-    // Round trip 2: insert everything, commit. A failed insert makes the commit a rollback.
-    let (inserted, committed) = join(
+    let (mut record_agents, mut record_ids, mut record_bodies) = (Vec::new(), Vec::new(), Vec::new());
+    for ((agent, id), record) in replaced {
+        record_agents.push(agent);
+        record_ids.push(id);
+        record_bodies.push(record);
+    }
+
+    // Round trip 2: insert everything, replace the records, commit. A failed statement makes
+    // the commit a rollback.
+    let (inserted, updated, committed) = join3(
         async {
             if bodies.is_empty() {
                 return Ok(0);
             }
             client.execute(&insert, &[&agents, &ids, &indices, &bodies]).await
         },
+        async {
+            if record_bodies.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&records, &[&record_agents, &record_ids, &record_bodies]).await
+        },
         client.batch_execute("COMMIT"),
     )
     .await;
     inserted.map_err(db)?;
+    updated.map_err(db)?;
     committed.map_err(db)?;
     Ok(planned)
 }

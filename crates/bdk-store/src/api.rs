@@ -114,6 +114,20 @@ pub trait EventLog: Send + Sync + fmt::Debug {
     /// events were queued does not withdraw them: they are still written, just not acknowledged.
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>>;
 
+    /// Like [`EventLog::append`], and replaces the session's record (as
+    /// [`SessionStore::update`] does) with the same durability: both are durable when it
+    /// resolves. An accepted message and the continuation token it rotates are written so.
+    /// An error means none of `events` was recorded. A backend with transactions writes both
+    /// in one (one durable commit; an error means neither was written); the filesystem
+    /// replaces the record first, then appends (after an error the record may be the new one:
+    /// the caller keeps its own copy of the old one).
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<Vec<SharedEvent>>>;
+
     /// Durable events with `index >= from`, at most `limit` of them.
     fn read<'a>(&'a self, session: &'a SessionId, from: u64, limit: Option<usize>)
     -> BoxFuture<'a, Result<Vec<Event>>>;

@@ -98,6 +98,7 @@ macro_rules! conformance_suite {
             deleting_a_session_ends_its_streams, kv_round_trip, kv_rejects_invalid_keys, host_data_is_scoped,
             host_files_round_trip, host_file_paths_stay_inside, workspaces_exist_for_live_sessions,
             firings_are_claimed_once, reminders_round_trip, list_open_lists_running_and_unknown_status,
+            append_with_record_writes_both,
         );
     };
     (@each $make:expr; $($case:ident,)*) => {
@@ -282,6 +283,28 @@ pub async fn indices_continue_after_reopen(backend: &dyn Backend) {
     let acked = within(other.events.append(&a, vec![delta("4")])).await.unwrap();
     let read = within(other.events.read(&a, 3, None)).await.unwrap();
     assert_eq!(read, vec![(*acked[0]).clone()]);
+}
+
+/// `append_with_record` appends and replaces the record (another handle sees both); on a
+/// session that is gone it writes neither.
+pub async fn append_with_record_writes_both(backend: &dyn Backend) {
+    let state = backend.fresh().await;
+    let s = state.stores();
+    let id = session(&s).await;
+    within(s.events.append(&id, vec![delta("0")])).await.unwrap();
+    let mut rec = within(s.sessions.get(&id)).await.unwrap().unwrap();
+    rec.continuation_token = Some("tok_next".into());
+    rec.status = Some(SessionStatus::Running);
+    let written = within(s.events.append_with_record(&id, vec![delta("1"), delta("2")], rec.clone())).await.unwrap();
+    assert_eq!(written.iter().map(|e| e.index).collect::<Vec<_>>(), [1, 2]);
+    let other = replica_or_same(state.as_ref()).await;
+    assert_eq!(within(other.sessions.get(&id)).await.unwrap(), Some(rec.clone()));
+    assert_eq!(within(other.events.len(&id)).await.unwrap(), 3);
+
+    let ghost = SessionId::generate();
+    let err = within(s.events.append_with_record(&ghost, vec![delta("x")], record(&ghost))).await.unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound(_)), "{err}");
+    assert!(within(s.sessions.get(&ghost)).await.unwrap().is_none());
 }
 
 /// `read` from any index, with limits, empty past the end.

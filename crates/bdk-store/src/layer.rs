@@ -13,6 +13,7 @@ use bdk_protocol::{Event, SessionId};
 
 use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent};
 use crate::error::Result;
+use crate::record::SessionRecord;
 
 /// A wrapper around an [`EventLog`]. Each method defaults to the inner log's; override the
 /// ones the layer changes. Every `LogLayer` is an `EventLog` (hold it as `Arc<dyn EventLog>`).
@@ -23,6 +24,16 @@ pub trait LogLayer: Send + Sync + std::fmt::Debug {
     /// See [`EventLog::append`].
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
         self.inner().append(session, events)
+    }
+
+    /// See [`EventLog::append_with_record`].
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        self.inner().append_with_record(session, events, record)
     }
 
     /// See [`EventLog::read`].
@@ -54,6 +65,15 @@ pub trait LogLayer: Send + Sync + std::fmt::Debug {
 impl<L: LogLayer> EventLog for L {
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
         LogLayer::append(self, session, events)
+    }
+
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        LogLayer::append_with_record(self, session, events, record)
     }
 
     fn read<'a>(
@@ -104,6 +124,15 @@ mod tests {
             self.note("append");
             Box::pin(async { Ok(Vec::new()) })
         }
+        fn append_with_record<'a>(
+            &'a self,
+            _: &'a SessionId,
+            _: Vec<NewEvent>,
+            _: SessionRecord,
+        ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+            self.note("append_with_record");
+            Box::pin(async { Ok(Vec::new()) })
+        }
         fn read<'a>(&'a self, _: &'a SessionId, _: u64, _: Option<usize>) -> BoxFuture<'a, Result<Vec<Event>>> {
             self.note("read");
             Box::pin(async { Ok(Vec::new()) })
@@ -137,11 +166,13 @@ mod tests {
         let layer: Arc<dyn EventLog> = Arc::new(Plain(recording.clone()));
         let session = SessionId::generate();
         layer.append(&session, vec![NewEvent::new(EventData::SessionWaiting(SessionWaiting {}))]).await.unwrap();
+        let record = SessionRecord::new(session.clone(), bdk_protocol::event::SessionMode::Chat, "http", "a");
+        layer.append_with_record(&session, Vec::new(), record).await.unwrap();
         layer.read(&session, 0, None).await.unwrap();
         assert!(layer.follow(&session, 0).await.is_err());
         assert_eq!(layer.len(&session).await.unwrap(), 7);
         layer.release(&session);
         let calls = recording.calls.lock().unwrap().clone();
-        assert_eq!(calls, ["append", "read", "follow", "len", "release"]);
+        assert_eq!(calls, ["append", "append_with_record", "read", "follow", "len", "release"]);
     }
 }

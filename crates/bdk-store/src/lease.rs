@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bdk_protocol::SessionId;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::api::BoxFuture;
 use crate::error::Result;
@@ -85,13 +85,10 @@ pub trait SessionLeases: Send + Sync + fmt::Debug {
     /// Gives up the slot (or the place in the queue) of `turn`.
     fn release_slot<'a>(&'a self, session: &'a SessionId, turn: &'a str) -> BoxFuture<'a, Result<()>>;
 
-    /// Resolves once a slot of this agent may have been released on any replica (after this
-    /// call: it subscribes at once, so call it before claiming). Only a hint to claim again: a
-    /// queued turn still asks again now and then, since a slot also frees when its replica dies.
-    /// The default never resolves (the waiter only asks again on its own).
-    fn slot_released(&self) -> BoxFuture<'static, ()> {
-        Box::pin(std::future::pending())
-    }
+    /// A signal that changes whenever a slot (or a place in the queue) may have been given up
+    /// on any replica: a queued turn asks again then. Only a wake-up (it may be late, merged or
+    /// lost): waiters still ask now and then. `None`: the backend has none; waiters poll.
+    fn slot_released(&self) -> Option<watch::Receiver<u64>>;
 
     /// A replica shutting down: every lease it holds is free to claim at once (not one lease
     /// period later). Returns how many.

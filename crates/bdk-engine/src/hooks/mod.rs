@@ -230,6 +230,19 @@ impl LogLayer for TappedLog {
         })
     }
 
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: bdk_store::SessionRecord,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            let appended = self.inner.append_with_record(session, events, record).await?;
+            self.hub.notify(session, &appended);
+            Ok(appended)
+        })
+    }
+
     fn release(&self, session: &SessionId) {
         self.hub.forget(session);
         self.inner.release(session);

@@ -73,6 +73,14 @@ impl EventLog for Faulty {
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         self.refuse().unwrap_or_else(|| self.fs.append(session, events))
     }
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        self.refuse().unwrap_or_else(|| self.fs.append_with_record(session, events, record))
+    }
     fn read<'a>(
         &'a self,
         session: &'a SessionId,

@@ -39,6 +39,16 @@ impl EventLog for Counting {
         self.inner.append(session, events)
     }
 
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: bdk_store::SessionRecord,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        self.touch();
+        self.inner.append_with_record(session, events, record)
+    }
+
     fn read<'a>(
         &'a self,
         session: &'a SessionId,

@@ -13,6 +13,7 @@ mod host;
 mod host_services;
 mod mcp;
 mod nodelay;
+mod pg_commits;
 mod pg_fencing;
 mod race;
 mod session;

@@ -128,10 +128,15 @@ async fn turn_slots_are_counted_across_replicas_and_freed_when_their_holder_dies
     // Asking again keeps the place; the head of the line gets the first slot given back.
     assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 2 });
     // The release wakes the waiting replicas (NOTIFY), so they ask again without polling.
-    let (woken_b, woken_c) = (b.slot_released(), c.slot_released());
+    let mut woken_b = b.slot_released().expect("the database backend signals releases");
+    let mut woken_c = c.slot_released().expect("the database backend signals releases");
+    woken_b.borrow_and_update();
+    woken_c.borrow_and_update();
     a.release_slot(&ids[0], "t0").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), woken_b).await.expect("b is told a slot was released");
-    tokio::time::timeout(Duration::from_secs(10), woken_c).await.expect("c is told a slot was released");
+    let told =
+        |r: Result<Result<(), _>, _>, who: &str| r.unwrap_or_else(|_| panic!("{who} is told a slot was released"));
+    told(tokio::time::timeout(Duration::from_secs(10), woken_b.changed()).await, "b").unwrap();
+    told(tokio::time::timeout(Duration::from_secs(10), woken_c.changed()).await, "c").unwrap();
     assert_eq!(c.claim_slot(&ids[3], "t3", 2).await.unwrap(), SlotClaim::Queued { position: 1 });
     assert_eq!(b.claim_slot(&ids[2], "t2", 2).await.unwrap(), SlotClaim::Running);
 

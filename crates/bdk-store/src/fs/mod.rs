@@ -34,8 +34,9 @@ pub use layout::Layout;
 pub use log::FsStoreOptions;
 pub use syncs::SyncStats;
 
-use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SharedEvent, Stores};
+use crate::api::{BoxFuture, EventLog, EventStream, NewEvent, SessionStore, SharedEvent, Stores};
 use crate::error::{Error, Result};
+use crate::record::SessionRecord;
 use follow::{FsFollower, Span, read_chunk, start_span};
 use log::LogHandle;
 use syncs::SyncCounters;
@@ -269,6 +270,20 @@ impl EventLog for FsStore {
                 }
                 other => other,
             }
+        })
+    }
+
+    /// Two durable writes (no transaction spans a log and a file): the record, then the
+    /// events, so an error still means no event was written.
+    fn append_with_record<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: SessionRecord,
+    ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+        Box::pin(async move {
+            SessionStore::update(self, record).await?;
+            EventLog::append(self, session, events).await
         })
     }
 

@@ -1,0 +1,105 @@
+//! What a text turn costs the PostgreSQL backend in commits, counted by the database handle's
+//! own counters (never by timing): a new session's first turn is two durable commits (its first
+//! events, its turn's events) and a follow-up two (the accepted message with the rotated token,
+//! the turn's events). The rotated token is durable when the follow-up is answered. Needs
+//! `BDK_TEST_DATABASE_URL` (skipped loudly without).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bdk_engine::{Admission, AgentConfig, Engine, EngineOptions, FollowUp, Principal, StartSession};
+use bdk_model::ScriptedProvider;
+use bdk_protocol::EventData;
+use bdk_protocol::event::SessionMode;
+use bdk_store::{EventStream, SessionStore};
+use bdk_store_pg::{Commits, PgDatabase, PgOptions, PgStore};
+use bdk_test_support::postgres::{self, TestDb};
+use bdk_tools::NoTools;
+
+use super::support::within;
+
+async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabase>, PgStore) {
+    let options = PgOptions { schema: Some(db.schema().to_owned()), pool_size: 4, ..Default::default() };
+    let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
+    let store = PgStore::new(database.clone(), "agent", local);
+    let config = AgentConfig {
+        slug: "agent".into(),
+        instructions: "Test.".into(),
+        max_steps: 4,
+        // A limit: the turn slots are the database's, shared by the replicas.
+        max_running_turns: 8,
+        idle_timeout: Duration::from_secs(60),
+    };
+    let options = EngineOptions { leases: Some(store.leases()), ..EngineOptions::default() };
+    let engine =
+        Engine::with_options(config, store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools), options);
+    (engine, database, store)
+}
+
+fn start() -> StartSession {
+    StartSession {
+        message: "hello".into(),
+        principal: Principal::new("alice"),
+        channel: "http".into(),
+        continuation_key: None,
+        mode: SessionMode::Chat,
+        title: None,
+        dry_run: false,
+        as_of: None,
+        purpose: None,
+        workspace_files: Vec::new(),
+    }
+}
+
+async fn waiting(stream: &mut EventStream) {
+    within("session.waiting", async {
+        loop {
+            let event = stream.next().await.expect("the stream goes on").unwrap();
+            if matches!(event.data, EventData::SessionWaiting(_)) {
+                return;
+            }
+        }
+    })
+    .await;
+}
+
+fn durable(before: Commits, after: Commits) -> u64 {
+    after.durable - before.durable
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_turn_costs_two_durable_commits() {
+    let Some(db) = postgres::fresh("turn_commits").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let (engine, database, store) = replica(&db, local.path()).await;
+    let alice = Principal::new("alice");
+
+    let before = database.commits();
+    let started = within("the start", engine.start_session(start())).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = engine.follow(&id, &alice, 0).await.unwrap();
+    waiting(&mut stream).await;
+    assert_eq!(durable(before, database.commits()), 2, "a new session: its first events, its turn's events");
+
+    let mut token = started.continuation_token;
+    for i in 0..3 {
+        let before = database.commits();
+        let request = FollowUp {
+            message: format!("again {i}"),
+            principal: alice.clone(),
+            continuation_token: token.clone(),
+            admission: Admission::Preempt,
+            workspace_files: Vec::new(),
+        };
+        let accepted = within("the follow-up", engine.follow_up(&id, request)).await.unwrap();
+        assert_ne!(accepted.continuation_token, token);
+        token = accepted.continuation_token;
+        // Answered: the message and the new token were committed together, before the answer.
+        assert_eq!(durable(before, database.commits()), 1, "the accepted message and the rotated token");
+        let record = store.get(&id).await.unwrap().unwrap();
+        assert_eq!(record.continuation_token.as_deref(), Some(token.as_str()));
+        waiting(&mut stream).await;
+        assert_eq!(durable(before, database.commits()), 2, "a follow-up: its message and token, its turn's events");
+    }
+    engine.drain(Duration::from_secs(5)).await;
+}
