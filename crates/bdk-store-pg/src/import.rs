@@ -65,7 +65,7 @@ impl PgStore {
             report.kv += copy_kv(from, self, &scope).await?;
             report.files += copy_files(from, self, &scope).await?;
             let workspace = from.layout().workspace_dir(&id);
-            if workspace.is_dir() && self.save_workspace_from(&id, &workspace).await?.is_some() {
+            if workspace.is_dir() && self.save_workspace_from(&id, &workspace, None).await?.is_some() {
                 report.workspaces += 1;
             }
             report.sessions += 1;

@@ -4,6 +4,10 @@
 //! turn (bumping the session's `workspace_version`), and [`WorkspaceStore::session_workspace`]
 //! restores the saved copy on any replica whose local copy is older. Workspaces up to
 //! [`MAX_WORKSPACE_BYTES`] follow; a larger one stays on the replica that wrote it (logged).
+//!
+//! A save is based on the version the local copy holds: a replica whose copy is older than the
+//! saved one (a turn that called no tool, so nothing restored it) saves nothing, instead of
+//! writing its stale or empty folder over what another replica saved.
 
 use std::fs;
 use std::io;
@@ -43,9 +47,11 @@ impl PgStore {
     }
 
     /// Saves the session's local workspace to the database, so the next turn on any replica
-    /// starts from it. Returns the bytes saved (`None` when it was over the limit and stayed local).
+    /// starts from it. Returns the bytes saved (`None` when it was over the limit and stayed
+    /// local, or when the local copy is older than the saved one and so saves nothing).
     pub async fn save_workspace(&self, id: &SessionId) -> Result<Option<u64>> {
-        let saved = self.save_workspace_from(id, &self.layout().workspace_dir(id)).await?;
+        let based_on = self.local_version(id);
+        let saved = self.save_workspace_from(id, &self.layout().workspace_dir(id), Some(based_on)).await?;
         Ok(saved.map(|(version, total)| {
             if let Err(error) = self.set_local_version(id, version) {
                 tracing::warn!(session = %id, %error, "could not record the workspace version");
@@ -55,8 +61,14 @@ impl PgStore {
     }
 
     /// Saves the folder `dir` as the session's workspace; the new version and bytes saved
-    /// (`None`: over the limit, it stays local; or empty, as the saved one is, so not saved).
-    pub(crate) async fn save_workspace_from(&self, id: &SessionId, dir: &Path) -> Result<Option<(i64, u64)>> {
+    /// (`None`: over the limit, it stays local; or empty, as the saved one is; or `based_on`, the
+    /// version the folder was restored from, is older than the saved one: not saved).
+    pub(crate) async fn save_workspace_from(
+        &self,
+        id: &SessionId,
+        dir: &Path,
+        based_on: Option<i64>,
+    ) -> Result<Option<(i64, u64)>> {
         let dir = dir.to_path_buf();
         let files =
             tokio::task::spawn_blocking(move || collect(&dir)).await.map_err(|e| Error::Task(e.to_string()))??;
@@ -85,12 +97,22 @@ impl PgStore {
         let row = tx
             .query_opt(
                 "UPDATE bdk_sessions SET workspace_version = workspace_version + 1 WHERE agent = $1 AND id = $2 \
-                 RETURNING workspace_version",
-                &[&&*self.agent, &id.as_str()],
+                 AND ($3::int8 IS NULL OR workspace_version = $3) RETURNING workspace_version",
+                &[&&*self.agent, &id.as_str(), &based_on],
             )
             .await
             .map_err(db)?;
-        let Some(row) = row else { return Err(Error::SessionNotFound(id.clone())) };
+        let Some(row) = row else {
+            let exists = tx
+                .query_opt("SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &id.as_str()])
+                .await
+                .map_err(db)?;
+            if exists.is_none() {
+                return Err(Error::SessionNotFound(id.clone()));
+            }
+            tracing::debug!(session = %id, ?based_on, "the local workspace is older than the saved one; not saved");
+            return Ok(None);
+        };
         let version: i64 = row.get(0);
         tx.execute(
             "DELETE FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2",

@@ -116,6 +116,19 @@ async fn a_workspace_follows_its_session_to_another_replica() {
     std::fs::write(dir_a.join("scratch"), "local").unwrap();
     let dir_a = a.store.session_workspace(&id).await.unwrap();
     assert!(dir_a.join("scratch").exists());
+    a.store.save_workspace(&id).await.unwrap();
+
+    // A turn on a third replica that calls no tool never restores the workspace; saving its
+    // empty local folder afterwards must not wipe what a saved.
+    let c = PgInstance::open(db.clone(), Arc::new(tempfile::tempdir().unwrap())).await;
+    assert_eq!(c.store.save_workspace(&id).await.unwrap(), None);
+    // Nor does b's copy, older than a's last save.
+    std::fs::write(dir_b.join("stale.txt"), "old").unwrap();
+    assert_eq!(b.store.save_workspace(&id).await.unwrap(), None);
+    let dir_c = c.store.session_workspace(&id).await.unwrap();
+    assert_eq!(std::fs::read_to_string(dir_c.join("notes/plan.md")).unwrap(), "step 2");
+    assert!(dir_c.join("scratch").exists());
+    assert!(!dir_c.join("stale.txt").exists());
 }
 
 #[tokio::test]
