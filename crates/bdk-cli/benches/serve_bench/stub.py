@@ -52,7 +52,11 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The host stops reading an answer past its per-step output cap ("big:"): expected.
+            self.close_connection = True
 
 
 class Server(ThreadingHTTPServer):
