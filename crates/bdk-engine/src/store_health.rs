@@ -229,22 +229,14 @@ impl LogLayer for Watched<dyn EventLog> {
         &self.inner
     }
 
-    fn append<'a>(
+    fn write<'a>(
         &'a self,
         session: &'a SessionId,
         events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        let wrote = !events.is_empty();
-        self.seen(self.inner.append(session, events), wrote)
-    }
-
-    fn append_with_record<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-        record: SessionRecord,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        self.seen(self.inner.append_with_record(session, events, record), true)
+        let wrote = !events.is_empty() || record.is_some();
+        self.seen(bdk_store::append_to(self.inner.as_ref(), session, events, record), wrote)
     }
 }
 

@@ -449,7 +449,11 @@ impl Shared {
     }
 }
 
-impl StoredText {
+impl LogLayer for StoredText {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.shared.inner
+    }
+
     /// An append (with the session's record, when `record` is set), its repeated text stored
     /// once.
     fn write<'a>(
@@ -474,11 +478,7 @@ impl StoredText {
                 }
                 batch
             };
-            let appended = match record {
-                Some(record) => shared.inner.append_with_record(session, events, record).await,
-                None => shared.inner.append(session, events).await,
-            };
-            let mut written = match appended {
+            let mut written = match bdk_store::append_to(shared.inner.as_ref(), session, events, record).await {
                 Ok(written) => written,
                 Err(error) => {
                     // What the track hashed was not written: start over (what the session
@@ -502,29 +502,6 @@ impl StoredText {
             }
             Ok(written)
         })
-    }
-}
-
-impl LogLayer for StoredText {
-    fn inner(&self) -> &Arc<dyn EventLog> {
-        &self.shared.inner
-    }
-
-    fn append<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        self.write(session, events, None)
-    }
-
-    fn append_with_record<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-        record: bdk_store::SessionRecord,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        self.write(session, events, Some(record))
     }
 
     fn read<'a>(
@@ -633,16 +610,17 @@ mod tests {
             &self.inner
         }
 
-        fn append<'a>(
+        fn write<'a>(
             &'a self,
             session: &'a SessionId,
             events: Vec<NewEvent>,
+            record: Option<SessionRecord>,
         ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
             if self.failing.load(Ordering::SeqCst) {
                 let source = std::io::Error::from_raw_os_error(28);
                 return Box::pin(async { Err(bdk_store::Error::Io { path: "/state".into(), source }) });
             }
-            self.inner.append(session, events)
+            bdk_store::append_to(self.inner.as_ref(), session, events, record)
         }
     }
 

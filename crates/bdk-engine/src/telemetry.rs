@@ -364,36 +364,16 @@ impl LogLayer for TimedLog {
         &self.inner
     }
 
-    fn append<'a>(
+    fn write<'a>(
         &'a self,
         session: &'a SessionId,
         events: Vec<NewEvent>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        let count = events.len() as u64;
-        self.timed(count, self.inner.append(session, events))
-    }
-
-    fn append_with_record<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-        record: bdk_store::SessionRecord,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        let count = events.len() as u64;
-        self.timed(count, self.inner.append_with_record(session, events, record))
-    }
-}
-
-impl TimedLog {
-    /// Records how long the append `write` of `count` events took, and its outcome.
-    fn timed<'a>(
-        &'a self,
-        count: u64,
-        write: BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>>,
+        record: Option<bdk_store::SessionRecord>,
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         Box::pin(async move {
+            let count = events.len() as u64;
             let started = Instant::now();
-            let result = write.await;
+            let result = bdk_store::append_to(self.inner.as_ref(), session, events, record).await;
             if let Some(metrics) = self.telemetry.metrics() {
                 let outcome = [KeyValue::new(names::OUTCOME, if result.is_ok() { "ok" } else { "error" })];
                 metrics.store_append.record(started.elapsed().as_secs_f64(), &outcome);

@@ -21,19 +21,16 @@ pub trait LogLayer: Send + Sync + std::fmt::Debug {
     /// The log this layer wraps.
     fn inner(&self) -> &Arc<dyn EventLog>;
 
-    /// See [`EventLog::append`].
-    fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
-        self.inner().append(session, events)
-    }
-
-    /// See [`EventLog::append_with_record`].
-    fn append_with_record<'a>(
+    /// Both forms of an append: [`EventLog::append`] (`record` is `None`) and
+    /// [`EventLog::append_with_record`]. A layer that changes appends overrides this one method
+    /// and so sees every append, whichever form the caller used.
+    fn write<'a>(
         &'a self,
         session: &'a SessionId,
         events: Vec<NewEvent>,
-        record: SessionRecord,
+        record: Option<SessionRecord>,
     ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
-        self.inner().append_with_record(session, events, record)
+        append_to(self.inner().as_ref(), session, events, record)
     }
 
     /// See [`EventLog::read`].
@@ -62,9 +59,23 @@ pub trait LogLayer: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// Appends `events` to `log` in the form `record` asks for: with the session's record in the
+/// same commit when it is set ([`EventLog::append_with_record`]), alone otherwise.
+pub fn append_to<'a>(
+    log: &'a dyn EventLog,
+    session: &'a SessionId,
+    events: Vec<NewEvent>,
+    record: Option<SessionRecord>,
+) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
+    match record {
+        Some(record) => log.append_with_record(session, events, record),
+        None => log.append(session, events),
+    }
+}
+
 impl<L: LogLayer> EventLog for L {
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
-        LogLayer::append(self, session, events)
+        LogLayer::write(self, session, events, None)
     }
 
     fn append_with_record<'a>(
@@ -73,7 +84,7 @@ impl<L: LogLayer> EventLog for L {
         events: Vec<NewEvent>,
         record: SessionRecord,
     ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
-        LogLayer::append_with_record(self, session, events, record)
+        LogLayer::write(self, session, events, Some(record))
     }
 
     fn read<'a>(

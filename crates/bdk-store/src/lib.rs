@@ -25,7 +25,7 @@ pub use artifacts::{ArtifactQuery, ArtifactRecord, ArtifactStore, ArtifactTag, C
 pub use error::{Error, Result};
 pub use evals::{EvalRunRecord, EvalRunStore, FsEvalRuns};
 pub use fs::{FsStore, FsStoreOptions, Layout, LogInfo, LogMemory, SyncStats};
-pub use layer::LogLayer;
+pub use layer::{LogLayer, append_to};
 pub use lease::{Claim, Incoming, SessionLeases, SlotClaim};
 pub use record::{SessionRecord, SessionStatus};
 pub use timed::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};

@@ -218,26 +218,14 @@ impl LogLayer for TappedLog {
         &self.inner
     }
 
-    fn append<'a>(
+    fn write<'a>(
         &'a self,
         session: &'a SessionId,
         events: Vec<NewEvent>,
+        record: Option<bdk_store::SessionRecord>,
     ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
         Box::pin(async move {
-            let appended = self.inner.append(session, events).await?;
-            self.hub.notify(session, &appended);
-            Ok(appended)
-        })
-    }
-
-    fn append_with_record<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-        record: bdk_store::SessionRecord,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        Box::pin(async move {
-            let appended = self.inner.append_with_record(session, events, record).await?;
+            let appended = bdk_store::append_to(self.inner.as_ref(), session, events, record).await?;
             self.hub.notify(session, &appended);
             Ok(appended)
         })
