@@ -29,6 +29,14 @@ impl PgStore {
     fn run_lease_millis(&self) -> f64 {
         self.db.session_lease.as_millis() as f64
     }
+
+    /// Runs [`SAVE`] for `run` on `client` (a connection or a transaction): the rows written.
+    async fn save_row(&self, client: &impl deadpool_postgres::GenericClient, run: &EvalRunRecord) -> Result<u64> {
+        let lease_millis = self.run_lease_millis();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&&*self.agent, &run.run_id, &run.status, &run.started_at, &run.snapshot, &self.db.replica, &lease_millis];
+        client.execute(SAVE, &params).await.map_err(db)
+    }
 }
 
 /// The upsert of a run's snapshot, fenced on the owner: a row another replica took over is left
@@ -59,20 +67,7 @@ impl EvalRunStore for PgStore {
                 tx.rollback().await.map_err(db)?;
                 return Ok(Some(row.get(0)));
             }
-            tx.execute(
-                SAVE,
-                &[
-                    &&*self.agent,
-                    &run.run_id,
-                    &run.status,
-                    &run.started_at,
-                    &run.snapshot,
-                    &self.db.replica,
-                    &self.run_lease_millis(),
-                ],
-            )
-            .await
-            .map_err(db)?;
+            self.save_row(&tx, &run).await?;
             tx.commit().await.map_err(db)?;
             Ok(None)
         })
@@ -81,21 +76,7 @@ impl EvalRunStore for PgStore {
     fn save(&self, run: EvalRunRecord) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let saved = client
-                .execute(
-                    SAVE,
-                    &[
-                        &&*self.agent,
-                        &run.run_id,
-                        &run.status,
-                        &run.started_at,
-                        &run.snapshot,
-                        &self.db.replica,
-                        &self.run_lease_millis(),
-                    ],
-                )
-                .await
-                .map_err(db)?;
+            let saved = self.save_row(&client, &run).await?;
             if saved == 0 {
                 return Err(Error::Backend(format!(
                     "eval run {} was taken over by another replica (this one stopped renewing it)",
