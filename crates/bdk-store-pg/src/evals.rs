@@ -7,7 +7,8 @@
 //! rows over in one `UPDATE` (row locks make one replica the winner), and the winner marks them
 //! failed. Saves are fenced on the owner, so a stalled replica that resumes after its run was
 //! recovered cannot overwrite the verdict. Starting a run checks for a live running one under a
-//! per-agent advisory lock, so one run at a time holds for the whole group.
+//! per-agent advisory lock (its key names the schema, as every lock here does), so one run at a
+//! time holds for the whole group.
 //!
 //! [`claim_interrupted`]: EvalRunStore::claim_interrupted
 
@@ -52,9 +53,12 @@ impl EvalRunStore for PgStore {
         Box::pin(async move {
             let mut client = self.db.client().await?;
             let tx = client.transaction().await.map_err(db)?;
-            tx.execute("SELECT pg_advisory_xact_lock(hashtext('bdk_eval_runs:' || $1))", &[&&*self.agent])
-                .await
-                .map_err(db)?;
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('bdk_eval_runs:' || current_schema() || ':' || $1))",
+                &[&&*self.agent],
+            )
+            .await
+            .map_err(db)?;
             let running = tx
                 .query_opt(
                     "SELECT run_id FROM bdk_eval_runs \
