@@ -19,6 +19,23 @@ use tokio_postgres::NoTls;
 /// The variable naming the test server.
 pub const ENV: &str = "BDK_TEST_DATABASE_URL";
 
+/// Whether this run tests the PostgreSQL backend (`BDK_TEST_BACKEND=postgres`: the engine and
+/// server suites' second pass in `.ci/run`).
+pub fn on_postgres() -> bool {
+    std::env::var("BDK_TEST_BACKEND").ok().as_deref() == Some("postgres")
+}
+
+/// In the PostgreSQL pass, says loudly that `test` checks something of the filesystem backend
+/// only (`why`) and returns true: the caller returns at once; it runs in the filesystem pass.
+pub fn filesystem_only(test: &str, why: &str) -> bool {
+    if on_postgres() {
+        // Straight to stderr: the harness would hide an `eprintln!` of a passing test.
+        let line = format!("*** SKIPPED ({test}): filesystem-only ({why}); it runs in the filesystem pass ***\n");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    }
+    on_postgres()
+}
+
 /// A fresh schema on the test server.
 #[derive(Debug)]
 pub struct TestDb {

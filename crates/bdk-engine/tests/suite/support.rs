@@ -56,21 +56,7 @@ pub fn config() -> AgentConfig {
     }
 }
 
-/// Whether this run tests the PostgreSQL backend (`BDK_TEST_BACKEND=postgres`).
-pub fn on_postgres() -> bool {
-    std::env::var("BDK_TEST_BACKEND").ok().as_deref() == Some("postgres")
-}
-
-/// In the PostgreSQL pass, says loudly that `test` checks filesystem internals (`why`) and
-/// returns true: the caller returns at once; it runs in the filesystem pass.
-pub fn filesystem_only(test: &str, why: &str) -> bool {
-    if on_postgres() {
-        // Straight to stderr: the harness would hide an `eprintln!` of a passing test.
-        let line = format!("*** SKIPPED ({test}): filesystem-only ({why}); it runs in the filesystem pass ***\n");
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    }
-    on_postgres()
-}
+pub use bdk_test_support::postgres::{filesystem_only, on_postgres};
 
 /// A fresh schema and the database handle on it (dropped in this order: connections first).
 struct PgBackend {
