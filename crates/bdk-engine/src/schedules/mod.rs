@@ -89,7 +89,7 @@ pub struct ScheduleStatus {
     pub cron: String,
     /// `prompt`, `run` or `receive`.
     pub kind: &'static str,
-    /// Whether this host fires it (`receive` schedules do not run yet).
+    /// Whether this host fires it (every kind does, `receive` included).
     pub runs: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_fire_at: Option<DateTime<Utc>>,
