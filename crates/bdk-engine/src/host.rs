@@ -334,22 +334,22 @@ impl HostServices for EngineHost {
 
     fn reminder_create(&self, request: Value) -> BoxFuture<'_, HostResult<Value>> {
         Box::pin(async move {
-            let (reminders, session) = self.reminders()?;
-            reminders.create(session, request).await
+            let (reminders, caller) = self.reminders()?;
+            reminders.create(caller, request).await
         })
     }
 
     fn reminder_list(&self) -> BoxFuture<'_, HostResult<Vec<Value>>> {
         Box::pin(async move {
-            let (reminders, session) = self.reminders()?;
-            reminders.list(session).await
+            let (reminders, caller) = self.reminders()?;
+            reminders.list(caller).await
         })
     }
 
     fn reminder_cancel(&self, id: String) -> BoxFuture<'_, HostResult<Value>> {
         Box::pin(async move {
-            let (reminders, session) = self.reminders()?;
-            reminders.cancel(session, id).await
+            let (reminders, caller) = self.reminders()?;
+            reminders.cancel(caller, id).await
         })
     }
 }
@@ -367,14 +367,23 @@ struct ArtifactListQuery {
 }
 
 impl EngineHost {
-    /// The agent's reminders and the calling session, which reminders are bound to.
-    fn reminders(&self) -> HostResult<(Arc<dyn bdk_tools::ReminderAccess>, bdk_protocol::SessionId)> {
+    /// The agent's reminders and whose they are to this call: the calling session's, or, for a
+    /// call bound to no session that acts for a principal (a schedule's `run`), that principal's.
+    fn reminders(&self) -> HostResult<(Arc<dyn bdk_tools::ReminderAccess>, bdk_tools::ReminderCaller)> {
+        use bdk_tools::ReminderCaller;
         let core = self.core()?;
-        let session = self.scope.session_id.clone().ok_or_else(|| {
-            HostError::invalid("invalid_request", "reminders belong to a conversation; this call has no session")
-        })?;
+        let caller = match (&self.scope.session_id, &self.scope.principal) {
+            (Some(session), _) => ReminderCaller::Session(session.clone()),
+            (None, Some(principal)) => ReminderCaller::Principal(principal.as_str().to_owned()),
+            (None, None) => {
+                return Err(HostError::invalid(
+                    "invalid_request",
+                    "reminders belong to a conversation; this call has no session and acts for no principal",
+                ));
+            }
+        };
         let reminders = core.reminder_access().ok_or_else(bdk_tools::host::reminders_unavailable)?;
-        Ok((reminders, session))
+        Ok((reminders, caller))
     }
 
     /// Tags as the calling session's owner; the session's stream records `artifact.tagged`.

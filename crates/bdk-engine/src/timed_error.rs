@@ -11,6 +11,9 @@ pub enum TimedError {
     /// No reminder with this id (or not the caller's). HTTP 404.
     #[error("unknown reminder `{0}`")]
     UnknownReminder(String),
+    /// No conversation has this continuation token. HTTP 404.
+    #[error("no conversation has the continuation token `{0}`")]
+    UnknownConversation(String),
     /// A bad request: a past `at`, an `every` below one second, an unknown handler. HTTP 400.
     #[error("{message}")]
     Invalid { code: &'static str, message: String },
@@ -32,6 +35,7 @@ impl TimedError {
         match self {
             TimedError::UnknownSchedule(_) => "schedule_not_found",
             TimedError::UnknownReminder(_) => "reminder_not_found",
+            TimedError::UnknownConversation(_) => "session_not_found",
             TimedError::Invalid { code, .. } => code,
             TimedError::Engine(e) => e.code(),
             TimedError::Store(_) => "internal_error",

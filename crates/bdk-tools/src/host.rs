@@ -216,19 +216,22 @@ pub trait HostServices: Send + Sync + fmt::Debug {
 
     /// Arms a reminder on the calling session's conversation (`host.reminders.create`): exactly
     /// one of `delay`, `every`, `cron`, `at`, and a `prompt` (with `until`) or a named `handler`
-    /// (with `args`), as `POST /v1/host/reminders/create` takes. Answers the stored record.
-    /// Hosts without reminders answer `reminders_unavailable`.
+    /// (with `args`), as `POST /v1/host/reminders/create` takes. A call bound to no session (a
+    /// schedule's `run`) names the conversation with `continuationToken`; its principal must own
+    /// it. Answers the stored record. Hosts without reminders answer `reminders_unavailable`.
     fn reminder_create(&self, _request: Value) -> BoxFuture<'_, HostResult<Value>> {
         Box::pin(async { Err(reminders_unavailable()) })
     }
 
-    /// The calling session's reminders, oldest first (`host.reminders.list`).
+    /// The calling session's reminders, oldest first (`host.reminders.list`); for a call bound
+    /// to no session, those of every conversation its principal owns.
     fn reminder_list(&self) -> BoxFuture<'_, HostResult<Vec<Value>>> {
         Box::pin(async { Err(reminders_unavailable()) })
     }
 
-    /// Cancels one of the calling session's reminders by id; answers its record (a cancelled
-    /// reminder never fires again). Another session's reminder is `reminder_not_found`.
+    /// Cancels one of the calling session's reminders by id (for a call bound to no session, one
+    /// of its principal's); answers its record (a cancelled reminder never fires again). Anyone
+    /// else's reminder is `reminder_not_found`.
     fn reminder_cancel(&self, _id: String) -> BoxFuture<'_, HostResult<Value>> {
         Box::pin(async { Err(reminders_unavailable()) })
     }
@@ -239,15 +242,26 @@ pub fn reminders_unavailable() -> HostError {
     HostError::invalid("reminders_unavailable", "this host runs no reminders")
 }
 
-/// One agent's reminders as the host services reach them, bound to a session per request. The
+/// Whose reminders a host call reaches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReminderCaller {
+    /// A call bound to a session: that conversation's reminders only.
+    Session(SessionId),
+    /// A call bound to no session that acts for a principal (a schedule's `run` acts as
+    /// `schedule:<id>`): the reminders of the conversations that principal owns. `create` names
+    /// the conversation by its `continuationToken`.
+    Principal(String),
+}
+
+/// One agent's reminders as the host services reach them, for one caller per request. The
 /// engine implements it over its reminders (with their validation); the host services of a
-/// tool call forward to it with the call's session.
+/// tool call forward to it with the call's session, or its principal when it has none.
 pub trait ReminderAccess: Send + Sync + fmt::Debug {
-    fn create(&self, session: SessionId, request: Value) -> BoxFuture<'_, HostResult<Value>>;
+    fn create(&self, caller: ReminderCaller, request: Value) -> BoxFuture<'_, HostResult<Value>>;
 
-    fn list(&self, session: SessionId) -> BoxFuture<'_, HostResult<Vec<Value>>>;
+    fn list(&self, caller: ReminderCaller) -> BoxFuture<'_, HostResult<Vec<Value>>>;
 
-    fn cancel(&self, session: SessionId, id: String) -> BoxFuture<'_, HostResult<Value>>;
+    fn cancel(&self, caller: ReminderCaller, id: String) -> BoxFuture<'_, HostResult<Value>>;
 }
 
 /// One MCP server a host caller can reach (`host.mcp.names()`).

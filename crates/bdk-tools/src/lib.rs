@@ -40,7 +40,7 @@ pub mod validate;
 pub mod workspace;
 
 pub use error::{Error, Result, ToolError};
-pub use host::{HostError, HostServices, McpAccess, PeerConnector, ReminderAccess, Scope};
+pub use host::{HostError, HostServices, McpAccess, PeerConnector, ReminderAccess, ReminderCaller, Scope};
 pub use native::{NativeTool, ToolContext};
 pub use policy::Effect;
 pub use registry::{ProjectTools, ProjectToolsBuilder, RegistryOptions, ToolInfo, ToolKind};

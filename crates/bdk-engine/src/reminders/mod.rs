@@ -19,6 +19,7 @@ use bdk_project::model::ReminderDef;
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
 use bdk_store::{FiringRecord, FiringStatus, ReminderRecord, TimedKind, TimedStore};
+use bdk_tools::ReminderCaller;
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -65,6 +66,12 @@ pub struct CreateReminder {
     /// JSON args for the handler.
     #[serde(default)]
     pub args: Value,
+    /// Host code bound to no session (a schedule's `run`) names the conversation to arm it on:
+    /// its continuation token (`<channel>:<key>`, as `send` answers). The caller's principal
+    /// must own that conversation. Not for calls bound to a session, nor the model's tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub continuation_token: Option<String>,
 }
 
 /// What started a reminder firing.
@@ -115,9 +122,57 @@ impl Reminders {
         reminders
     }
 
+    /// Arms a reminder for host code bound to no session that acts as `principal`: on the
+    /// conversation whose continuation token `request.continuation_token` is, which `principal`
+    /// must own (another's is `forbidden`, none is `session_not_found`).
+    pub async fn create_for(&self, principal: &str, mut request: CreateReminder) -> Result<ReminderRecord, TimedError> {
+        let Some(token) = request.continuation_token.take() else {
+            return Err(TimedError::invalid(
+                "invalid_request",
+                "this call has no session: name the conversation with `continuationToken` (`<channel>:<key>`)",
+            ));
+        };
+        if crate::tokens::split(&token).is_none() {
+            return Err(crate::EngineError::InvalidContinuationToken(
+                "a continuation token is `<channelId>:<key>` (as /v1/sessions lists it)".into(),
+            )
+            .into());
+        }
+        let core = self.inner.engine.core();
+        let Some(record) = core.direct_tokens.find(core, &token).await? else {
+            return Err(TimedError::UnknownConversation(token));
+        };
+        if record.principal != principal {
+            return Err(crate::EngineError::Forbidden(record.id).into());
+        }
+        self.create(&record.id, request).await
+    }
+
+    /// The reminders of every conversation `principal` owns, oldest first.
+    pub async fn list_for(&self, principal: &str) -> Result<Vec<ReminderRecord>, TimedError> {
+        let _guard = self.inner.lock.lock().await;
+        let all = self.inner.store.reminders().await?;
+        Ok(all.into_iter().filter(|r| r.principal == principal).collect())
+    }
+
+    /// Cancels `id` when it belongs to a conversation `principal` owns.
+    pub async fn cancel_for(&self, id: &str, principal: &str) -> Result<ReminderRecord, TimedError> {
+        let _guard = self.inner.lock.lock().await;
+        match self.inner.store.reminder(id).await? {
+            Some(record) if record.principal == principal => self.cancel_locked(record).await,
+            _ => Err(TimedError::UnknownReminder(id.to_owned())),
+        }
+    }
+
     /// Arms a reminder on `session`'s conversation.
     pub async fn create(&self, session: &SessionId, request: CreateReminder) -> Result<ReminderRecord, TimedError> {
         let inner = &self.inner;
+        if request.continuation_token.is_some() {
+            return Err(TimedError::invalid(
+                "invalid_request",
+                "`continuationToken` is only for host code bound to no session; this reminder is armed on the calling conversation",
+            ));
+        }
         let now = inner.clock.now();
         let bad = |message: &str| TimedError::invalid("invalid_reminder", message);
         let cadences: Vec<(&str, &String)> =
@@ -183,9 +238,14 @@ impl Reminders {
 
     /// Cancels `id` (only `session`'s when given). A cancelled reminder never fires again.
     pub async fn cancel(&self, id: &str, session: Option<&SessionId>) -> Result<ReminderRecord, TimedError> {
+        let _guard = self.inner.lock.lock().await;
+        let record = self.owned(id, session).await?;
+        self.cancel_locked(record).await
+    }
+
+    /// Cancels `record` (an active one; others are answered as they are). Call under the lock.
+    async fn cancel_locked(&self, mut record: ReminderRecord) -> Result<ReminderRecord, TimedError> {
         let inner = &self.inner;
-        let _guard = inner.lock.lock().await;
-        let mut record = self.owned(id, session).await?;
         if record.status == "active" {
             record.status = "cancelled".into();
             record.next_due_at = None;
@@ -433,29 +493,44 @@ impl Access {
 impl bdk_tools::ReminderAccess for Access {
     fn create(
         &self,
-        session: SessionId,
+        caller: ReminderCaller,
         request: Value,
     ) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
         Box::pin(async move {
             let reminders = self.reminders()?;
             let request: CreateReminder = serde_json::from_value(request)
                 .map_err(|e| bdk_tools::HostError::invalid("invalid_request", format!("invalid reminder: {e}")))?;
-            let record = reminders.create(&session, request).await.map_err(host_error)?;
-            to_value(&record)
+            let record = match caller {
+                ReminderCaller::Session(session) => reminders.create(&session, request).await,
+                ReminderCaller::Principal(principal) => reminders.create_for(&principal, request).await,
+            };
+            to_value(&record.map_err(host_error)?)
         })
     }
 
-    fn list(&self, session: SessionId) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Vec<Value>>> {
+    fn list(&self, caller: ReminderCaller) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Vec<Value>>> {
         Box::pin(async move {
-            let all = self.reminders()?.list(Some(&session)).await.map_err(host_error)?;
-            all.iter().map(to_value).collect()
+            let reminders = self.reminders()?;
+            let all = match caller {
+                ReminderCaller::Session(session) => reminders.list(Some(&session)).await,
+                ReminderCaller::Principal(principal) => reminders.list_for(&principal).await,
+            };
+            all.map_err(host_error)?.iter().map(to_value).collect()
         })
     }
 
-    fn cancel(&self, session: SessionId, id: String) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
+    fn cancel(
+        &self,
+        caller: ReminderCaller,
+        id: String,
+    ) -> bdk_tools::BoxFuture<'_, bdk_tools::host::HostResult<Value>> {
         Box::pin(async move {
-            let record = self.reminders()?.cancel(&id, Some(&session)).await.map_err(host_error)?;
-            to_value(&record)
+            let reminders = self.reminders()?;
+            let record = match caller {
+                ReminderCaller::Session(session) => reminders.cancel(&id, Some(&session)).await,
+                ReminderCaller::Principal(principal) => reminders.cancel_for(&id, &principal).await,
+            };
+            to_value(&record.map_err(host_error)?)
         })
     }
 }
@@ -470,7 +545,9 @@ fn to_value(record: &ReminderRecord) -> bdk_tools::host::HostResult<Value> {
 fn host_error(error: TimedError) -> bdk_tools::HostError {
     use bdk_tools::host::HostErrorKind;
     let kind = match error {
-        TimedError::UnknownSchedule(_) | TimedError::UnknownReminder(_) => HostErrorKind::NotFound,
+        TimedError::UnknownSchedule(_) | TimedError::UnknownReminder(_) | TimedError::UnknownConversation(_) => {
+            HostErrorKind::NotFound
+        }
         TimedError::Invalid { .. } => HostErrorKind::Invalid,
         TimedError::Engine(engine) => return crate::host::engine_error(engine),
         TimedError::Store(detail) => {

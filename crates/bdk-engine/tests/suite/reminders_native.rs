@@ -172,3 +172,59 @@ async fn without_reminders_the_services_say_so() {
     assert_eq!(error.code, "reminders_unavailable");
     assert_eq!(services.reminder_list().await.unwrap_err().code, "reminders_unavailable");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_without_a_session_reaches_the_reminders_of_its_principals_conversations() {
+    //! Guards (decision 0041): host code bound to no session but acting for a principal (a
+    //! schedule's `run`) arms a reminder on a conversation it names by continuation token, only
+    //! one that principal owns; it lists and cancels only that principal's reminders; a call
+    //! bound to a session cannot name another conversation.
+    let dir = tempfile::tempdir().unwrap();
+    let (engine, store) = engine(dir.path(), vec![say("noted"), say("noted too")]).await;
+    let clock = Arc::new(ManualClock::new(Utc.with_ymd_and_hms(2026, 3, 2, 9, 0, 0).unwrap()));
+    let reminders = Reminders::new(engine.clone(), store.timed(), clock, &[]);
+    let acting_as = |who: &str| {
+        engine.host_services(HostScope {
+            session_id: None,
+            call_id: CallId::generate("x"),
+            principal: Some(bdk_engine::Principal::new(who)),
+        })
+    };
+    let send = |key: &str| bdk_tools::host::SendRequest {
+        channel: "ops".into(),
+        message: "Any deploys stuck?".into(),
+        continuation_key: Some(key.into()),
+        title: None,
+        admission: None,
+    };
+    let pulse = acting_as("schedule:pulse");
+    let sent = within(pulse.send(send("standup"))).await.unwrap();
+    let other = within(acting_as("schedule:other").send(send("retro"))).await.unwrap();
+
+    let request = |token: &str| json!({"delay": "1h", "prompt": "Follow up.", "continuationToken": token});
+    let made = within(pulse.reminder_create(request(&sent.continuation_token))).await.unwrap();
+    assert_eq!(made["sessionId"], json!(sent.session_id.to_string()), "{made}");
+    let code = |r: Result<Value, bdk_tools::HostError>| r.unwrap_err().code;
+    assert_eq!(code(pulse.reminder_create(request(&other.continuation_token)).await), "forbidden");
+    assert_eq!(code(pulse.reminder_create(request("ops:nobody")).await), "session_not_found");
+    assert_eq!(code(pulse.reminder_create(request("no-colon")).await), "invalid_continuation_token");
+    assert_eq!(code(pulse.reminder_create(json!({"delay": "1h", "prompt": "x"})).await), "invalid_request");
+
+    // The other principal sees and cancels none of it; the owner lists and cancels it.
+    let id = made["id"].as_str().unwrap().to_owned();
+    assert_eq!(within(acting_as("schedule:other").reminder_list()).await.unwrap(), Vec::<Value>::new());
+    assert_eq!(
+        within(acting_as("schedule:other").reminder_cancel(id.clone())).await.unwrap_err().code,
+        "reminder_not_found"
+    );
+    let listed = within(pulse.reminder_list()).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["id"], json!(id));
+    let cancelled = within(pulse.reminder_cancel(id.clone())).await.unwrap();
+    assert_eq!(cancelled["status"], json!("cancelled"), "{cancelled}");
+    assert_eq!(within(reminders.dispatch(&id)).await.unwrap_err().code(), "reminder_not_active");
+
+    // A call bound to a session arms on its own conversation only.
+    let bound = engine.host_services(HostScope::session(sent.session_id.clone(), CallId::generate("y")));
+    assert_eq!(code(bound.reminder_create(request(&other.continuation_token)).await), "invalid_request");
+}

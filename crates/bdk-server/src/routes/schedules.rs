@@ -66,7 +66,9 @@ impl From<TimedError> for ApiError {
         let status = match err {
             TimedError::Engine(inner) => return inner.into(),
             TimedError::Store(_) => return ApiError::internal(&err),
-            TimedError::UnknownSchedule(_) | TimedError::UnknownReminder(_) => StatusCode::NOT_FOUND,
+            TimedError::UnknownSchedule(_) | TimedError::UnknownReminder(_) | TimedError::UnknownConversation(_) => {
+                StatusCode::NOT_FOUND
+            }
             TimedError::Invalid { .. } => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, err.code(), err.to_string())
