@@ -168,6 +168,67 @@ async fn a_named_handler_runs_and_its_followup_wakes_the_conversation() {
 }
 
 #[tokio::test]
+async fn a_named_reminder_survives_a_restart_and_its_handler_runs_once_with_its_args() {
+    //! Guards: a named-handler reminder is found again by name after a restart, its due time
+    //! fires once, the handler gets its JSON args on stdin, and its `followup` wakes the
+    //! conversation.
+    let fx = Fixture::new(vec![say("hello")]).await;
+    let started = fx.start("watch my PR").await;
+    settled(&fx.engine, &started.session_id, 1).await;
+    let out = fx.dir.path().join("handler-runs");
+    // Appends its stdin (one JSON line per run) to `out`, then asks for a follow-up.
+    let script = r#"cat >> "$0"; echo '{"followup": "CI for PR 42 changed"}'"#;
+    let handler = ReminderDef {
+        name: "ci_recheck".into(),
+        source: Source::File,
+        file: "bot/reminders/ci_recheck.toml".into(),
+        description: None,
+        command: vec!["sh".into(), "-c".into(), script.into(), out.to_string_lossy().into_owned()],
+        timeout: Duration::from_secs(10),
+        cwd: std::env::temp_dir(),
+    };
+    let clock = Arc::new(ManualClock::new(at(9, 0)));
+    let request = CreateReminder {
+        purpose: Some("ci_recheck".into()),
+        delay: Some("2h".into()),
+        handler: Some("ci_recheck".into()),
+        args: serde_json::json!({"prUrl": "https://example.invalid/pr/42"}),
+        ..CreateReminder::default()
+    };
+    let rem = reminders(&fx.engine, &fx.timed, &clock, std::slice::from_ref(&handler));
+    let created = within(rem.create(&started.session_id, request)).await.unwrap();
+    assert_eq!(created.next_due_at, Some(at(11, 0)));
+
+    // Restart past the due time: the handler is found by name in the new process.
+    let engine = fx.restart(Arc::new(ScriptedProvider::new(vec![say("on it")])));
+    within(engine.recover()).await.unwrap();
+    let store = fx.backend.timed();
+    let clock = Arc::new(ManualClock::new(at(11, 30)));
+    let after = reminders(&engine, &store, &clock, &[handler]);
+    let looping = tokio::spawn({
+        let after = after.clone();
+        async move { after.run().await }
+    });
+    let rows = rows_until(&store, &created.id, |r| r.len() == 1 && r[0].status != FiringStatus::Claimed).await;
+    assert_eq!((rows[0].status, rows[0].due_at), (FiringStatus::Completed, at(11, 0)), "{:?}", rows[0].error);
+    settled(&engine, &started.session_id, 2).await;
+    assert_eq!(messages(&engine, &started.session_id).await.last().map(String::as_str), Some("CI for PR 42 changed"));
+    after.shutdown();
+    within(looping).await.unwrap();
+
+    let runs = std::fs::read_to_string(&out).unwrap();
+    let runs: Vec<serde_json::Value> =
+        runs.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 1, "one run for one due time: {runs:?}");
+    let input = &runs[0]["input"];
+    assert_eq!(input["args"]["prUrl"], serde_json::json!("https://example.invalid/pr/42"), "{input}");
+    assert_eq!(input["reminderId"], serde_json::json!(created.id), "{input}");
+    assert_eq!(input["purpose"], serde_json::json!("ci_recheck"), "{input}");
+    let listed = within(after.list(None)).await.unwrap();
+    assert_eq!((listed[0].status.as_str(), listed[0].fired), ("done", 1));
+}
+
+#[tokio::test]
 async fn bad_reminders_are_refused_with_a_code() {
     let fx = Fixture::new(vec![say("hello")]).await;
     let started = fx.start("hi").await;
