@@ -1,14 +1,19 @@
 //! Parts that validate but do not run yet say so: `storage.toml`'s debounce and restore policies
 //! get one `not_run_yet` warning each; `local.cwd`, skills, subagents, hooks, channels, MCP
-//! connections, artifacts, the result gate, A/B experiments and extension config (which run) get
-//! none. An empty `local.cwd` is an `invalid_value` error on its key.
+//! connections, artifacts, the result gate, A/B experiments, extension config, schedules (all
+//! three kinds), named reminder handlers and the built-in reminder tools (which run) get none. An
+//! empty `local.cwd` is an `invalid_value` error on its key.
 
 use super::fixture::Fixture;
 
 #[test]
 fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
     let (_fx, project) = Fixture::new()
-        .file("bot/agent.toml", "[local]\ncwd = \"repo\"\n")
+        .file("bot/agent.toml", "[local]\ncwd = \"repo\"\n\n[builtin_tools]\nreminders = true\n")
+        .file("bot/schedules/daily.md", "---\ncron: \"0 9 * * 1-5\"\n---\nSummarize open incidents.\n")
+        .file("bot/schedules/sync.toml", "cron = \"*/15 * * * *\"\nrun = [\"sh\", \"-c\", \"true\"]\n")
+        .file("bot/schedules/poke.toml", "cron = \"30 8 * * *\"\nreceive = { channel = \"portal\", message = \"hi\" }\n")
+        .file("bot/reminders/follow_up.toml", "command = [\"sh\", \"-c\", \"true\"]\n")
         .file("bot/storage.toml", "[policy]\ndebounce_ms = 500\n[policy.restore]\nmax_sessions = 10\n")
         .file("bot/hooks/audit.toml", "events = [\"*\"]\n[sink]\nkind = \"file\"\npath = \"audit.ndjson\"\n")
         .file("bot/artifacts.toml", "[kinds.report]\ndescription = \"A report.\"\n")
@@ -32,6 +37,7 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(files, ["bot/storage.toml", "bot/storage.toml"], "{found:#?}");
+    assert_eq!((project.caps.schedules.len(), project.caps.reminders.len()), (3, 1), "{:#?}", project.diagnostics);
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",
