@@ -2,7 +2,8 @@
 //! dispatched under `--dev` runs a task session end to end and returns its id; the dev route is
 //! absent without `--dev`; under `--no-control-plane` the internal fire route refuses requests
 //! without the timed-work marker (and run the auth chain); `/v1/health` says whether the host
-//! runs its own clock in each mode; `bdk schedules`, `bdk info` and `/v1/info` show the next
+//! runs its own clock in each mode, and production serve fires a due reminder by itself (also
+//! under `--no-schedules`); `bdk schedules`, `bdk info` and `/v1/info` show the next
 //! firing and the last outcome; the `reminders_*` tools exist only behind `builtin_tools`.
 
 use std::path::{Path, PathBuf};
@@ -217,11 +218,11 @@ async fn internal_fire_routes_run_the_auth_chain_before_the_marker() {
 
 /// A project whose scripted model arms a reminder with the built-in tool, then answers twice.
 fn write_reminder_project(root: &Path) -> PathBuf {
-    write_reminder_project_with(root, true)
+    write_reminder_project_with(root, true, "1h")
 }
 
-/// [`write_reminder_project`], with `builtin_tools.reminders` as given.
-fn write_reminder_project_with(root: &Path, builtin: bool) -> PathBuf {
+/// [`write_reminder_project`], with `builtin_tools.reminders` and the reminder's `delay` as given.
+fn write_reminder_project_with(root: &Path, builtin: bool, delay: &str) -> PathBuf {
     let bot = root.join("watcher").join("bot");
     std::fs::create_dir_all(&bot).unwrap();
     std::fs::write(
@@ -237,7 +238,7 @@ id = "script"
 provider = "scripted"
 
 [[model.params.script]]
-tool_calls = [{{ name = "reminders_create", arguments = {{ delay = "1h", prompt = "Re-check CI.", until = "CI is green" }} }}]
+tool_calls = [{{ name = "reminders_create", arguments = {{ delay = "{delay}", prompt = "Re-check CI.", until = "CI is green" }} }}]
 
 [[model.params.script]]
 text = "Reminder set."
@@ -313,7 +314,7 @@ async fn the_model_arms_a_reminder_and_a_dev_dispatch_wakes_the_conversation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_builtin_tools_reminders_the_reminder_tools_are_unknown() {
     let root = tempfile::tempdir().unwrap();
-    let project = write_reminder_project_with(root.path(), false);
+    let project = write_reminder_project_with(root.path(), false, "1h");
     let server = Server::start(&["--dev", "--mode", "single", "--dir", project.to_str().unwrap()]);
     let response = within(
         "POST /v1/session",
@@ -330,6 +331,30 @@ async fn without_builtin_tools_reminders_the_reminder_tools_are_unknown() {
     let listed: Value =
         client().get(format!("{}/v1/dev/reminders", server.origin)).send().await.unwrap().json().await.unwrap();
     assert_eq!(listed["reminders"], json!([]), "nothing was armed: {listed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_serve_runs_the_reminder_clock_even_without_schedules() {
+    //! Guards: outside `--dev` and `--no-control-plane` the host fires a due reminder by itself
+    //! (`--no-schedules` turns off only the schedule clock): the model arms a one-second
+    //! reminder and its wake reaches the conversation with no request.
+    let root = tempfile::tempdir().unwrap();
+    let project = write_reminder_project_with(root.path(), true, "1s");
+    let server = Server::start(&["--mode", "single", "--no-schedules", "--dir", project.to_str().unwrap()]);
+    let response = within(
+        "POST /v1/session",
+        client().post(format!("{}/v1/session", server.origin)).json(&json!({"message": "watch PR 42"})).send(),
+    )
+    .await
+    .unwrap();
+    let body: Value = response.json().await.unwrap();
+    let session = body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned();
+    // The first turn arms it; the wake is a second turn that settles the session again.
+    let events = events_after_waiting(&server.origin, &session, 2).await;
+    let woke =
+        events.iter().filter(|e| e["type"] == "message.received").nth(1).unwrap_or_else(|| panic!("{events:#?}"));
+    let text = woke["data"]["text"].as_str().unwrap();
+    assert!(text.starts_with("[reminder rem_") && text.contains("Re-check CI."), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
