@@ -12,7 +12,10 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .file("bot/agent.toml", "[local]\ncwd = \"repo\"\n\n[builtin_tools]\nreminders = true\n")
         .file("bot/schedules/daily.md", "---\ncron: \"0 9 * * 1-5\"\n---\nSummarize open incidents.\n")
         .file("bot/schedules/sync.toml", "cron = \"*/15 * * * *\"\nrun = [\"sh\", \"-c\", \"true\"]\n")
-        .file("bot/schedules/poke.toml", "cron = \"30 8 * * *\"\nreceive = { channel = \"portal\", message = \"hi\" }\n")
+        .file(
+            "bot/schedules/poke.toml",
+            "cron = \"30 8 * * *\"\nreceive = { channel = \"portal\", message = \"hi\" }\n",
+        )
         .file("bot/reminders/follow_up.toml", "command = [\"sh\", \"-c\", \"true\"]\n")
         .file("bot/storage.toml", "[policy]\ndebounce_ms = 500\n[policy.restore]\nmax_sessions = 10\n")
         .file("bot/hooks/audit.toml", "events = [\"*\"]\n[sink]\nkind = \"file\"\npath = \"audit.ndjson\"\n")
