@@ -169,6 +169,10 @@ pub struct SchedulesArgs {
     /// Where state lives: `<DIR>/<slug>/` per agent (default: `<project>/.bdk/`, as `serve` uses).
     #[arg(long, value_name = "DIR")]
     pub state_root: Option<PathBuf>,
+    /// Read the firings from this PostgreSQL database, as `serve --database-url` keeps them
+    /// (default: `BDK_DATABASE_URL`, else the project's `storage.toml`). Nothing is migrated.
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -33,9 +33,11 @@ pub fn run(args: &ProjectArgs, embed: &Embed) -> anyhow::Result<Exit> {
     Ok(if errors > 0 { Exit::ProjectErrors } else { Exit::Ok })
 }
 
-/// The manifest, with each schedule's last recorded firing from the default state directory.
+/// The manifest, with each schedule's last recorded firing from the default state directory,
+/// or the database `serve` would use (`BDK_DATABASE_URL`, `storage.toml`).
 fn manifest(project: &bdk_project::Project) -> bdk_protocol::info::ProjectInfo {
     let mut info = bdk_project::manifest(project);
-    super::schedules::annotate_from_state(&mut info, &bdk_server::mount::state_dir(project, None));
+    let dir = bdk_server::mount::state_dir(project, None);
+    super::schedules::annotate_from_state(&mut info, project, &dir, None);
     info
 }

@@ -1,11 +1,15 @@
 //! `bdk schedules`: each schedule of each project with its next firing and the last recorded
-//! outcome, read from the agent's state directory (nothing is fired or written). Also the
-//! helper `bdk info` uses to show the last outcome.
+//! outcome, read from where `serve` keeps the agent's firings: its state directory, or its
+//! PostgreSQL database (`--database-url`, `BDK_DATABASE_URL`, or `storage.toml`). Nothing is
+//! fired, written or migrated. Also the helper `bdk info` uses to show the last outcome.
 
 use std::path::Path;
 
+use bdk_project::Project;
 use bdk_protocol::info::ProjectInfo;
+use bdk_server::backend::{Backends, DATABASE_URL_ENV};
 use bdk_store::FsStore;
+use bdk_store_pg::PgOptions;
 
 use crate::Embed;
 use crate::cli::SchedulesArgs;
@@ -19,7 +23,7 @@ pub fn run(args: &SchedulesArgs, embed: &Embed) -> anyhow::Result<Exit> {
     for project in &discovery.projects {
         let mut info = bdk_project::manifest(project);
         let dir = bdk_server::mount::state_dir(project, args.state_root.as_deref());
-        annotate_from_state(&mut info, &dir);
+        annotate_from_state(&mut info, project, &dir, args.database_url.clone());
         infos.push(info);
     }
     if args.project.json {
@@ -56,13 +60,39 @@ pub fn run(args: &SchedulesArgs, embed: &Embed) -> anyhow::Result<Exit> {
     Ok(if errors > 0 { Exit::ProjectErrors } else { Exit::Ok })
 }
 
-/// Fills each schedule's last firing from the state directory `dir`, when it exists (reading
-/// never creates one).
-pub fn annotate_from_state(info: &mut ProjectInfo, dir: &Path) {
-    if info.schedules.is_empty() || !dir.join("timed").is_dir() {
+/// Fills each schedule's last firing from where the agent's firings are kept: the database
+/// `serve` would use (`database_url`, else `BDK_DATABASE_URL`, else `storage.toml`), or the
+/// state directory `dir` when it exists (reading never creates one). A database that cannot be
+/// read leaves the firings unknown and says why on stderr.
+pub fn annotate_from_state(info: &mut ProjectInfo, project: &Project, dir: &Path, database_url: Option<String>) {
+    if info.schedules.is_empty() {
         return;
     }
-    let Ok(store) = FsStore::open(dir) else { return };
+    let host_url = database_url.or_else(|| std::env::var(DATABASE_URL_ENV).ok());
+    // One connection, and no migration: a read must not change the database.
+    let options = PgOptions { pool_size: 1, migrate: false, ..PgOptions::default() };
+    let mut backends = Backends::new(host_url, options);
+    let on_database = match backends.url_for(project, &|name| std::env::var(name).ok()) {
+        Ok(url) => url.is_some(),
+        Err(error) => {
+            report::emit_err(&format!("bdk: {error}; last firings not read\n"));
+            return;
+        }
+    };
+    if !on_database && !dir.join("timed").is_dir() {
+        return;
+    }
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-    runtime.block_on(bdk_engine::schedules::annotate(info, &store, true));
+    runtime.block_on(async {
+        if !on_database {
+            if let Ok(store) = FsStore::open(dir) {
+                bdk_engine::schedules::annotate(info, &store, true).await;
+            }
+            return;
+        }
+        match backends.open(project, dir).await {
+            Ok(store) => bdk_engine::schedules::annotate(info, &*store.timed(), true).await,
+            Err(error) => report::emit_err(&format!("bdk: {error}; last firings not read\n")),
+        }
+    });
 }
