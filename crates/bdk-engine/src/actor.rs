@@ -107,6 +107,8 @@ struct Settled {
     closing: Vec<NewEvent>,
     /// The turn's running-turn slot, given back once `closing` is written (or kept).
     slot: Option<crate::admission::Slot>,
+    /// The tools the turn called, for the turn log.
+    tools: Vec<String>,
 }
 
 /// Closing events the store refused, kept until it takes them (see the module docs).
@@ -616,9 +618,11 @@ impl Actor {
         match joined::ended(joined) {
             Ended::Returned(outcome) => {
                 self.conversation = Some(outcome.conversation);
-                Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot }
+                Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot, tools: outcome.tools }
             }
-            Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new(), slot: None },
+            Ended::ShuttingDown => {
+                Settled { end: TurnEnd::Suspended, closing: Vec::new(), slot: None, tools: Vec::new() }
+            }
             Ended::Panicked(error) => {
                 tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
                 let message = "the turn stopped on an internal error".to_owned();
@@ -630,20 +634,26 @@ impl Actor {
                     estimated_cost_usd: None,
                 };
                 let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
-                Settled { end: TurnEnd::Failed { message, error: FailureCode::Internal }, closing, slot: None }
+                Settled {
+                    end: TurnEnd::Failed { message, error: FailureCode::Internal },
+                    closing,
+                    slot: None,
+                    tools: Vec::new(),
+                }
             }
         }
     }
 
     /// Writes the turn's closing events and the session-level event after them: chat sessions
     /// wait for a follow-up, task sessions end.
-    async fn close(&mut self, outcome: Settled) -> Result<()> {
+    async fn close(&mut self, mut outcome: Settled) -> Result<()> {
         if outcome.end == TurnEnd::Suspended {
             // Left open for the next start to restore: no session-level event, still `running`.
             return self.append(outcome.closing).await;
         }
+        let tools = std::mem::take(&mut outcome.tools);
         let (events, status) = self.settle_events(outcome);
-        crate::turn_log::closed(&self.id, &events);
+        crate::turn_log::closed(&self.id, &events, &tools);
         match self.append(events.clone()).await {
             Ok(()) => {
                 self.save_status(status).await;
