@@ -398,6 +398,9 @@ impl Actor {
         // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
         // and both are written together.
         let preempted = if coalesce { None } else { self.interrupt().await };
+        if let Some(preempted) = &preempted {
+            crate::turn_log::closed(&self.id, &preempted.closing, &preempted.tools);
+        }
         // Closing events the store refused earlier go first; while they cannot be written,
         // neither can the message (503), and they stay kept.
         let mut events = self.unwritten.as_ref().map(|u| u.events.clone()).unwrap_or_default();
@@ -564,6 +567,7 @@ impl Actor {
             // Left open for the next start to restore: no session-level event, still `running`.
             self.append(outcome.closing).await
         } else if self.follow_up_waits() {
+            crate::turn_log::closed(&self.id, &outcome.closing, &outcome.tools);
             self.unwritten = Some(Unwritten { events: outcome.closing, status: None });
             self.write_unwritten().await
         } else {

@@ -506,3 +506,32 @@ async fn log_format_json_writes_one_object_per_line() {
     assert_eq!(turn["fields"]["tools"], "echo", "{turn}");
     assert!(access["fields"]["duration_ms"].is_u64(), "{access}");
 }
+
+/// A turn a new message preempts still gets its end line (it ends with the message, not with a
+/// `session.waiting` of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_ends_a_preempted_turn_too() {
+    let root = tempfile::tempdir().unwrap();
+    // The first turn streams for minutes; the follow-up preempts it.
+    let slow = slow_step(3000, 100);
+    let project = write_project(root.path(), "hello", &[&slow, "text = \"second\""]);
+    let server = Server::start(&["--mode", "single", "--dir", project.to_str().unwrap()]);
+    let (status, started) = post(format!("{}/v1/session", server.origin), json!({"message": "first"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let mut stream = Stream::open(format!("{}/v1/session/{id}/stream", server.origin)).await;
+    stream.until("message.appended").await;
+    let token = started["continuationToken"].as_str().unwrap();
+    let (status, reply) =
+        post(format!("{}/v1/session/{id}", server.origin), json!({"continuationToken": token, "message": "again"}))
+            .await;
+    assert_eq!(status, 200, "{reply}");
+    stream.until("session.waiting").await;
+    let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("turn started").count(), 2, "{stderr}");
+    assert!(stderr.contains("turn cancelled: turn interrupted ("), "the preempted turn's end: {stderr}");
+    assert!(stderr.contains("turn completed in"), "{stderr}");
+}
