@@ -95,6 +95,19 @@ fn help_json_lists_every_command_and_flag() {
     for verb in ["validate", "info", "init", "serve", "run", "chat", "call", "cost", "eval", "completions"] {
         assert!(names.contains(&verb), "{verb} in {names:?}");
     }
+    // `--dir` defaults to `.` wherever a command takes it (`call` and `cost` without a
+    // default only because `--url` excludes it; they use `.` too, tested below).
+    let mut with_dir = 0;
+    let mut stack: Vec<&Value> = vec![&tree];
+    while let Some(command) = stack.pop() {
+        stack.extend(command["subcommands"].as_array().into_iter().flatten());
+        let Some(dir) = command["args"].as_array().into_iter().flatten().find(|a| a["long"] == "dir") else { continue };
+        with_dir += 1;
+        if !matches!(command["name"].as_str(), Some("call" | "cost")) {
+            assert_eq!(dir["default"], Value::from(vec!["."]), "{}: {dir}", command["name"]);
+        }
+    }
+    assert!(with_dir >= 10, "{with_dir} commands take --dir");
     let (code, stdout, _) = run(&["help", "run", "--json"]);
     assert_eq!(code, 0);
     let run_tree: Value = serde_json::from_str(&stdout).unwrap();

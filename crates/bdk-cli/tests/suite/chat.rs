@@ -243,7 +243,8 @@ fn received(state: &Path, slug: &str, id: &str) -> usize {
 
 /// Three messages in one session (each follow-up carries the token the last answer rotated
 /// to), then `/new` and `/dry-run` each start a new session with the next message: in process
-/// (`--dir`) and against a running server (`--url`).
+/// (`--dir`) and against a running server (`--url`), where the first session is then resumed
+/// by id with its current token.
 #[test]
 fn chat_keeps_the_rotating_token_and_starts_new_and_dry_run_sessions() {
     let steps = json!([
@@ -290,11 +291,27 @@ fn chat_keeps_the_rotating_token_and_starts_new_and_dry_run_sessions() {
 
     let remote = tempfile::tempdir().unwrap();
     let (mut child, origin) = serve(&example("hello"), remote.path(), &echo);
-    let (code, transcript) = on_pty(steps, &["chat", "--url", &format!("{origin}/hello")], &[]);
+    let url = format!("{origin}/hello");
+    let (code, transcript) = on_pty(steps, &["chat", "--url", &url], &[]);
+    assert_eq!(code, 0, "{transcript}");
+    check(&transcript, remote.path());
+
+    // Resume the first session over --url with its current token.
+    let first = started_sessions(&transcript)[0].clone();
+    let token = record(remote.path(), "hello", &first)["continuationToken"].as_str().unwrap().to_owned();
+    let steps = json!([
+        { "expect": "resumed session", "send": "zeta six" },
+        { "expect": "zeta six" },
+        { "expect": "zeta six" },
+        { "expect": "> ", "eof": true },
+        { "expect": "session: " },
+    ]);
+    let args = ["chat", "--url", &url, "--session", &first, "--continuation-token", &token];
+    let (code, transcript) = on_pty(steps, &args, &[]);
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(code, 0, "{transcript}");
-    check(&transcript, remote.path());
+    assert_eq!(received(remote.path(), "hello", &first), 4, "the resumed session got the message: {transcript}");
 }
 
 /// `run` prints each step as it happens: the first step's text, tool call and result are on
