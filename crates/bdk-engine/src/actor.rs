@@ -107,6 +107,8 @@ struct Settled {
     closing: Vec<NewEvent>,
     /// The turn's running-turn slot, given back once `closing` is written (or kept).
     slot: Option<crate::admission::Slot>,
+    /// The tools the turn called, for the turn log.
+    tools: Vec<String>,
 }
 
 /// Closing events the store refused, kept until it takes them (see the module docs).
@@ -396,6 +398,9 @@ impl Actor {
         // Preempt: the running turn settles (`turn.failed`, cancelled) before the message,
         // and both are written together.
         let preempted = if coalesce { None } else { self.interrupt().await };
+        if let Some(preempted) = &preempted {
+            crate::turn_log::closed(&self.id, &preempted.closing, &preempted.tools);
+        }
         // Closing events the store refused earlier go first; while they cannot be written,
         // neither can the message (503), and they stay kept.
         let mut events = self.unwritten.as_ref().map(|u| u.events.clone()).unwrap_or_default();
@@ -562,6 +567,7 @@ impl Actor {
             // Left open for the next start to restore: no session-level event, still `running`.
             self.append(outcome.closing).await
         } else if self.follow_up_waits() {
+            crate::turn_log::closed(&self.id, &outcome.closing, &outcome.tools);
             self.unwritten = Some(Unwritten { events: outcome.closing, status: None });
             self.write_unwritten().await
         } else {
@@ -616,9 +622,11 @@ impl Actor {
         match joined::ended(joined) {
             Ended::Returned(outcome) => {
                 self.conversation = Some(outcome.conversation);
-                Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot }
+                Settled { end: outcome.end, closing: outcome.closing, slot: outcome.slot, tools: outcome.tools }
             }
-            Ended::ShuttingDown => Settled { end: TurnEnd::Suspended, closing: Vec::new(), slot: None },
+            Ended::ShuttingDown => {
+                Settled { end: TurnEnd::Suspended, closing: Vec::new(), slot: None, tools: Vec::new() }
+            }
             Ended::Panicked(error) => {
                 tracing::error!(session = %self.id, turn = %turn_id, %error, "turn task failed");
                 let message = "the turn stopped on an internal error".to_owned();
@@ -630,20 +638,26 @@ impl Actor {
                     estimated_cost_usd: None,
                 };
                 let closing = vec![NewEvent::in_turn(turn_id.clone(), EventData::TurnFailed(failed))];
-                Settled { end: TurnEnd::Failed { message, error: FailureCode::Internal }, closing, slot: None }
+                Settled {
+                    end: TurnEnd::Failed { message, error: FailureCode::Internal },
+                    closing,
+                    slot: None,
+                    tools: Vec::new(),
+                }
             }
         }
     }
 
     /// Writes the turn's closing events and the session-level event after them: chat sessions
     /// wait for a follow-up, task sessions end.
-    async fn close(&mut self, outcome: Settled) -> Result<()> {
+    async fn close(&mut self, mut outcome: Settled) -> Result<()> {
         if outcome.end == TurnEnd::Suspended {
             // Left open for the next start to restore: no session-level event, still `running`.
             return self.append(outcome.closing).await;
         }
+        let tools = std::mem::take(&mut outcome.tools);
         let (events, status) = self.settle_events(outcome);
-        crate::turn_log::closed(&self.id, &events);
+        crate::turn_log::closed(&self.id, &events, &tools);
         match self.append(events.clone()).await {
             Ok(()) => {
                 self.save_status(status).await;

@@ -21,6 +21,8 @@ pub(crate) struct Emitter {
     turn: TurnId,
     staged: Vec<NewEvent>,
     in_flight: Option<InFlight>,
+    /// The tool of each model call that got a result, in order (for the turn log).
+    tools: Vec<String>,
 }
 
 impl std::fmt::Debug for Emitter {
@@ -36,11 +38,16 @@ impl std::fmt::Debug for Emitter {
 
 impl Emitter {
     pub fn new(log: Arc<dyn EventLog>, session: SessionId, turn: TurnId) -> Self {
-        Emitter { log, session, turn, staged: Vec::new(), in_flight: None }
+        Emitter { log, session, turn, staged: Vec::new(), in_flight: None, tools: Vec::new() }
     }
 
     /// Stages an event of this turn.
     pub fn push(&mut self, data: EventData) {
+        if let EventData::ActionResult(result) = &data
+            && result.direct != Some(true)
+        {
+            self.tools.push(result.tool_name.clone());
+        }
         self.staged.push(NewEvent::in_turn(self.turn.clone(), data));
     }
 
@@ -99,6 +106,11 @@ impl Emitter {
     pub fn take(&mut self) -> Vec<NewEvent> {
         debug_assert!(self.in_flight.is_none(), "an append is still in flight");
         std::mem::take(&mut self.staged)
+    }
+
+    /// The tool of each call that got a result so far, in order.
+    pub fn tools(&self) -> &[String] {
+        &self.tools
     }
 
     /// Stages `data` and flushes.

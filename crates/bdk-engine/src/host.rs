@@ -389,8 +389,7 @@ impl EngineHost {
     /// Tags as the calling session's owner; the session's stream records `artifact.tagged`.
     async fn artifact_tag_now(&self, request: Value) -> HostResult<Value> {
         let core = self.core()?;
-        let request: crate::artifacts::TagRequest = serde_json::from_value(request)
-            .map_err(|e| HostError::invalid("invalid_request", format!("invalid artifact tag: {e}")))?;
+        let request: crate::artifacts::TagRequest = strict(request, "invalid artifact tag")?;
         let principal = match self.principal(&core).await {
             Ok(principal) => principal,
             Err(_) if self.scope.session_id.is_none() => Principal::new(HOST_PRINCIPAL),
@@ -421,8 +420,7 @@ impl EngineHost {
 
     async fn artifact_list_now(&self, query: Value) -> HostResult<Value> {
         let core = self.core()?;
-        let query: ArtifactListQuery = serde_json::from_value(query)
-            .map_err(|e| HostError::invalid("invalid_request", format!("invalid artifact query: {e}")))?;
+        let query: ArtifactListQuery = strict(query, "invalid artifact query")?;
         let principal = match self.principal(&core).await {
             Ok(principal) => principal,
             Err(_) if self.scope.session_id.is_none() => Principal::new(HOST_PRINCIPAL),
@@ -439,6 +437,21 @@ impl EngineHost {
             .map_err(engine_error)?;
         Ok(serde_json::json!({ "artifacts": records }))
     }
+}
+
+/// A request body as `T` (whose unknown fields are refused): an unknown field names itself and
+/// the accepted ones; a value of the wrong type is named by its path, as the HTTP API's bodies.
+fn strict<T: serde::de::DeserializeOwned>(body: Value, what: &str) -> HostResult<T> {
+    serde_path_to_error::deserialize(body).map_err(|err| {
+        let path = err.path().to_string();
+        let err = err.into_inner();
+        let message = if path == "." || err.to_string().starts_with("unknown field") {
+            format!("{what}: {err}")
+        } else {
+            format!("{what}: field `{path}`: {err}")
+        };
+        HostError::invalid("invalid_request", message)
+    })
 }
 
 /// A store failure as the caller sees it: bad keys and paths are the caller's, anything else is

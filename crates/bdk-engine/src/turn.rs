@@ -118,6 +118,8 @@ pub(crate) struct TurnOutcome {
     /// The turn's `max_running_turns` slot: the actor gives it back once `closing` is written,
     /// so the next turn never starts (in the log) before this one ended.
     pub slot: Option<Slot>,
+    /// The tool of each call that got a result in this turn, in order (for the turn log).
+    pub tools: Vec<String>,
 }
 
 /// Why the loop stopped early.
@@ -177,10 +179,12 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
                 result: result.clone(),
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             }));
-            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation, slot };
+            let tools = emit.tools().to_vec();
+            return TurnOutcome { end: TurnEnd::Completed { result }, closing: emit.take(), conversation, slot, tools };
         }
         Err(Stop::Suspended) => {
-            return TurnOutcome { end: TurnEnd::Suspended, closing: emit.take(), conversation, slot };
+            let tools = emit.tools().to_vec();
+            return TurnOutcome { end: TurnEnd::Suspended, closing: emit.take(), conversation, slot, tools };
         }
         Err(stop) => stop,
     };
@@ -220,7 +224,8 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         TurnFailStatus::Cancelled => TurnEnd::Cancelled { message, error: code },
         TurnFailStatus::Failed => TurnEnd::Failed { message, error: code },
     };
-    TurnOutcome { end, closing: emit.take(), conversation, slot }
+    let tools = emit.tools().to_vec();
+    TurnOutcome { end, closing: emit.take(), conversation, slot, tools }
 }
 
 /// [`run`] boxed, for a subagent's child turn: the child runs inside a tool call of its

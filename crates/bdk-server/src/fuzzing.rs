@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::extract::parse_json;
 
 /// How many body types `selector` chooses among (it is taken modulo this).
-pub const BODIES: u8 = 17;
+pub const BODIES: u8 = 19;
 
 /// Parses `bytes` as the body type chosen by `selector`, checking the properties above.
 pub fn request_body(selector: u8, bytes: &[u8]) {
@@ -34,6 +34,8 @@ pub fn request_body(selector: u8, bytes: &[u8]) {
         13 => drop(parses::<host::PathBody>(bytes)),
         14 => drop(parses::<host::WriteBody>(bytes)),
         15 => drop(parses::<bdk_tools::host::SendRequest>(bytes)),
+        16 => drop(parses::<crate::host_services::otel::MetricBody>(bytes)),
+        17 => drop(parses::<crate::host_services::otel::TagBody>(bytes)),
         _ => drop(parses::<host::CallToolBody>(bytes)),
     }
 }

@@ -25,12 +25,27 @@ fn into_closed_pipe(args: &[&str]) -> (i32, String) {
 #[test]
 fn a_closed_stdout_ends_quietly() {
     let examples = super::support::repo_root().join("examples").display().to_string();
+    // A session for `cost` to read (`bdk cost ... | head`).
+    let state = tempfile::tempdir().unwrap();
+    let state_arg = state.path().display().to_string();
+    let hello = example("hello");
+    let out = bdk()
+        .env_remove("BDK_MODEL")
+        .env_remove("BDK_MODEL_BASE_URL")
+        .env("BDK_MODEL_PROVIDER", "scripted")
+        .args(["run", "--dir", &hello, "-m", "count me", "--state-root", &state_arg, "--json"])
+        .output_within();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let ran: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = ran["sessionId"].as_str().unwrap().to_owned();
     for args in [
         vec!["info", "--dir", examples.as_str()],
         vec!["info", "--dir", examples.as_str(), "--json"],
         vec!["validate", "--dir", examples.as_str()],
         vec!["help", "--json"],
         vec!["completions", "zsh"],
+        vec!["cost", "--dir", hello.as_str(), "--session", id.as_str(), "--state-root", state_arg.as_str()],
+        vec!["cost", "--dir", hello.as_str(), "--session", &id, "--state-root", &state_arg, "--json"],
     ] {
         let (code, stderr) = into_closed_pipe(&args);
         assert_eq!(code, 0, "{args:?}: {stderr}");
@@ -80,6 +95,19 @@ fn help_json_lists_every_command_and_flag() {
     for verb in ["validate", "info", "init", "serve", "run", "chat", "call", "cost", "eval", "completions"] {
         assert!(names.contains(&verb), "{verb} in {names:?}");
     }
+    // `--dir` defaults to `.` wherever a command takes it (`call` and `cost` without a
+    // default only because `--url` excludes it; they use `.` too, tested below).
+    let mut with_dir = 0;
+    let mut stack: Vec<&Value> = vec![&tree];
+    while let Some(command) = stack.pop() {
+        stack.extend(command["subcommands"].as_array().into_iter().flatten());
+        let Some(dir) = command["args"].as_array().into_iter().flatten().find(|a| a["long"] == "dir") else { continue };
+        with_dir += 1;
+        if !matches!(command["name"].as_str(), Some("call" | "cost")) {
+            assert_eq!(dir["default"], Value::from(vec!["."]), "{}: {dir}", command["name"]);
+        }
+    }
+    assert!(with_dir >= 10, "{with_dir} commands take --dir");
     let (code, stdout, _) = run(&["help", "run", "--json"]);
     assert_eq!(code, 0);
     let run_tree: Value = serde_json::from_str(&stdout).unwrap();

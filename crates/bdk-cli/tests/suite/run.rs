@@ -134,3 +134,20 @@ fn a_failed_turn_exits_3_with_its_error() {
     assert_eq!(code, 3, "stdout: {stdout}\nstderr: {stderr}");
     assert!(stderr.contains("Connection refused"), "the failure is printed: {stderr}");
 }
+
+#[test]
+fn a_missing_key_names_the_variable_and_both_offline_ways() {
+    let state = tempfile::tempdir().unwrap();
+    let mut command = bdk();
+    for var in ["BDK_MODEL", "BDK_MODEL_PROVIDER", "BDK_MODEL_BASE_URL", "BDK_MODEL_API_KEY", "XAI_API_KEY"] {
+        command.env_remove(var);
+    }
+    let (code, stdout, stderr) =
+        output(command.args(["run", "--dir", &example("hello"), "--message", "hi", "--state-root"]).arg(state.path()));
+    assert_eq!(code, 3, "stdout: {stdout}\nstderr: {stderr}");
+    for needle in
+        ["error: ", "set XAI_API_KEY", "BDK_MODEL_PROVIDER=scripted", "[[model.params.script]]", "examples/refunds"]
+    {
+        assert!(stderr.contains(needle), "{needle} in {stderr}");
+    }
+}

@@ -448,7 +448,14 @@ async fn sigterm_drains_running_turns_and_exits_0() {
 /// Runs one turn on a fresh server with `extra` flags, stops it, and returns its stderr.
 async fn one_turn_log(extra: &[&str]) -> String {
     let root = tempfile::tempdir().unwrap();
-    let project = write_project(root.path(), "hello", &["text = \"hi there\""]);
+    let steps = ["tool_calls = [{ name = \"echo\", arguments = { n = 1 } }]", "text = \"hi there\""];
+    let project = write_project(root.path(), "hello", &steps);
+    std::fs::create_dir_all(project.join("bot/tools")).unwrap();
+    std::fs::write(
+        project.join("bot/tools/echo.toml"),
+        "description = \"Echoes.\"\neffect = \"read\"\ncommand = [\"cat\"]\n\n[input_schema]\ntype = \"object\"\n",
+    )
+    .unwrap();
     let mut args = vec!["--mode", "single", "--dir", project.to_str().unwrap()];
     args.extend_from_slice(extra);
     let server = Server::start(&args);
@@ -476,6 +483,11 @@ async fn the_default_log_shows_each_request_and_turn() {
     assert!(stderr.contains("turn started"), "{stderr}");
     assert!(stderr.contains("turn completed in"), "{stderr}");
     assert!(stderr.contains("output tokens, $"), "tokens and cost: {stderr}");
+    assert!(stderr.contains("; tools: echo"), "the tools the turn called: {stderr}");
+    // `POST /v1/session 200 <N> ms`: method, path, status and duration.
+    let access = stderr.lines().find_map(|l| l.split_once("POST /v1/session 200 ")).map(|(_, rest)| rest).unwrap();
+    let (ms, unit) = access.split_once(' ').unwrap_or_default();
+    assert!(ms.parse::<u64>().is_ok() && unit.starts_with("ms"), "the access line's duration: {access}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -491,4 +503,35 @@ async fn log_format_json_writes_one_object_per_line() {
     assert_eq!(access["fields"]["path"], "/v1/session");
     let turn = lines.iter().find(|l| l["target"] == "bdk::turn" && l["fields"]["output_tokens"].is_u64()).unwrap();
     assert!(turn["fields"]["cost_usd"].is_number(), "{turn}");
+    assert_eq!(turn["fields"]["tools"], "echo", "{turn}");
+    assert!(access["fields"]["duration_ms"].is_u64(), "{access}");
+}
+
+/// A turn a new message preempts still gets its end line (it ends with the message, not with a
+/// `session.waiting` of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_ends_a_preempted_turn_too() {
+    let root = tempfile::tempdir().unwrap();
+    // The first turn streams for minutes; the follow-up preempts it.
+    let slow = slow_step(3000, 100);
+    let project = write_project(root.path(), "hello", &[&slow, "text = \"second\""]);
+    let server = Server::start(&["--mode", "single", "--dir", project.to_str().unwrap()]);
+    let (status, started) = post(format!("{}/v1/session", server.origin), json!({"message": "first"})).await;
+    assert_eq!(status, 200, "{started}");
+    let id = started["sessionId"].as_str().unwrap().to_owned();
+    let mut stream = Stream::open(format!("{}/v1/session/{id}/stream", server.origin)).await;
+    stream.until("message.appended").await;
+    let token = started["continuationToken"].as_str().unwrap();
+    let (status, reply) =
+        post(format!("{}/v1/session/{id}", server.origin), json!({"continuationToken": token, "message": "again"}))
+            .await;
+    assert_eq!(status, 200, "{reply}");
+    stream.until("session.waiting").await;
+    let status = Command::new("kill").args(["-TERM", &server.pid().to_string()]).status().unwrap();
+    assert!(status.success());
+    let (status, stderr) = server.wait();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("turn started").count(), 2, "{stderr}");
+    assert!(stderr.contains("turn cancelled: turn interrupted ("), "the preempted turn's end: {stderr}");
+    assert!(stderr.contains("turn completed in"), "{stderr}");
 }

@@ -122,6 +122,9 @@ async fn missing_key_gives_a_provider_that_says_what_to_set() {
     let resolved = resolve(&ModelInput::default(), &env(&[]));
     let problem = resolved.problem.clone().unwrap();
     assert!(problem.contains("XAI_API_KEY"), "{problem}");
+    // Both offline ways: the echoing scripted model, and a script in agent.toml.
+    assert!(problem.contains("BDK_MODEL_PROVIDER=scripted"), "{problem}");
+    assert!(problem.contains("[[model.params.script]]") && problem.contains("examples/refunds"), "{problem}");
     let provider = build(&resolved, &ProviderOptions::default());
     assert_eq!(provider.info().model, "grok-4.5");
     let items = collect(provider.stream(ModelRequest::default(), CancellationToken::new())).await;

@@ -645,6 +645,16 @@ async fn target(
 mod tests {
     use super::*;
 
+    /// The host routes' body (`/v1/host/github/comment`, `/review`) is strict like every other.
+    #[test]
+    fn the_host_body_refuses_unknown_fields_and_names_wrong_types() {
+        let typo = crate::extract::parse_json::<PostBody>(br#"{"body": "LGTM", "evnt": "APPROVE"}"#).unwrap_err();
+        assert_eq!((typo.status.as_u16(), typo.code), (400, "invalid_request"));
+        assert!(typo.message.contains("unknown field `evnt`, expected one of `body`, `event`"), "{}", typo.message);
+        let wrong = crate::extract::parse_json::<PostBody>(br#"{"body": "LGTM", "number": "7"}"#).unwrap_err();
+        assert!(wrong.message.starts_with("field `number`:"), "{}", wrong.message);
+    }
+
     #[test]
     fn continuation_keys_round_trip() {
         let pull = PullRef { repo: "acme/app".into(), number: 7 };

@@ -467,8 +467,23 @@ async fn every_host_route_refuses_unknown_fields_naming_them() {
         "/call-tool",
         "/reminders/create",
         "/reminders/cancel",
+        "/mcp/tools",
+        "/mcp/call",
+        "/artifacts/tag",
+        "/artifacts/list",
+        "/otel/metric",
+        "/otel/tag",
     ];
-    let steps: Vec<Value> = routes.iter().map(|route| post(route, json!({"bogusField": 1}))).collect();
+    // A value of the wrong type is named by its field.
+    let wrong_types = [
+        ("/otel/metric", json!({"name": "orders", "value": "high"}), "field `value`"),
+        ("/otel/metric", json!({"name": "orders", "value": 1, "kind": 5}), "field `kind`"),
+        ("/otel/tag", json!({"key": 7, "value": "gold"}), "field `key`"),
+        ("/artifacts/list", json!({"limit": "ten"}), "field `limit`"),
+        ("/artifacts/tag", json!({"key": "k", "title": ["x"]}), "field `title`"),
+    ];
+    let mut steps: Vec<Value> = routes.iter().map(|route| post(route, json!({"bogusField": 1}))).collect();
+    steps.extend(wrong_types.iter().map(|(route, body, _)| post(route, body.clone())));
     let host = probe_host(&["hello"], &[Value::Array(steps)]).await;
     let (_, out) = run_probe(&host).await;
     for (i, route) in routes.iter().enumerate() {
@@ -476,6 +491,12 @@ async fn every_host_route_refuses_unknown_fields_naming_them() {
         assert_eq!(body["error"], json!("invalid_request"), "{route}: {body}");
         let message = body["message"].as_str().unwrap_or_default();
         assert!(message.contains("unknown field `bogusField`, expected"), "{route}: {message}");
+    }
+    for (j, (route, _, named)) in wrong_types.iter().enumerate() {
+        let body = reply(&out, routes.len() + j, 400);
+        assert_eq!(body["error"], json!("invalid_request"), "{route}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{route}: {named} in {message}");
     }
     host.shutdown().await;
 }
