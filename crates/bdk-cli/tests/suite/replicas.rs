@@ -300,6 +300,16 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
     let all = client_db.query("SELECT record FROM bdk_firings", &[]).await.unwrap();
     let all: Vec<String> = all.iter().map(|r| r.get(0)).collect();
     assert_eq!(records.len(), 1, "one firing started one session, not one per replica: {records:#?} {all:#?}");
+
+    // `bdk schedules` reads the firing from the database the replicas share, not from a state
+    // directory (none of theirs is the project's default one).
+    let listed = super::support::bdk()
+        .args(["schedules", "--json", "--dir", project.to_str().unwrap(), "--database-url", &url])
+        .output_within();
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let last = &listed["agents"][0]["schedules"][0]["lastFiring"];
+    assert_eq!(last["dueAt"].as_str().map(|d| d.starts_with(&fired_at.format("%Y-%m-%dT%H:%M").to_string())), Some(true), "{listed:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
