@@ -50,13 +50,14 @@ impl NativeTool for Filer {
     }
 }
 
-async fn engine(dir: &std::path::Path, steps: Vec<ScriptStep>) -> (Engine, Arc<ScriptedProvider>) {
+/// The engine, its model and its store (kept: the PostgreSQL pass drops its schema with it).
+async fn engine(dir: &std::path::Path, steps: Vec<ScriptStep>) -> (Engine, Arc<ScriptedProvider>, TestStore) {
     let tools = ProjectTools::empty(dir).without_builtins().native(Filer).build().unwrap();
     let store = TestStore::open(&dir.join("state")).await;
     let provider = Arc::new(ScriptedProvider::new(steps));
     let options = EngineOptions { artifacts: Some(store.artifacts()), ..EngineOptions::default() };
     let engine = Engine::with_options(config(), store.stores(), provider.clone(), Arc::new(tools), options);
-    (engine, provider)
+    (engine, provider, store)
 }
 
 fn results(events: &[bdk_protocol::Event]) -> Vec<Value> {
@@ -86,7 +87,7 @@ async fn a_native_tool_tags_an_artifact_its_owner_lists_and_downloads() {
         ScriptStep::tool_call("c3", "filer", json!({"op": "list"})),
         say("filed"),
     ];
-    let (engine, provider) = engine(dir.path(), steps).await;
+    let (engine, provider, _store) = engine(dir.path(), steps).await;
     let started = within(engine.start_session(start("file a memo", SessionMode::Chat))).await.unwrap();
     let id: SessionId = started.session_id;
     let events = settled(&engine, &id, 1).await;

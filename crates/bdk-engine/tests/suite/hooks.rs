@@ -199,10 +199,9 @@ async fn an_http_hook_posts_a_refused_batch_again() {
     assert_eq!(requests[0].body[0]["sessionId"], started.session_id.to_string());
 }
 
-/// Appends every line it reads to `hook-lines.ndjson` in the state root, as it reads it.
-const LINES: &str = "events = [\"*\"]\ncommand = [\"python3\", \"-c\", \"import os, sys\\n\
-                     path = os.path.join(os.environ['BDK_STATE_ROOT'], 'hook-lines.ndjson')\\n\
-                     for line in sys.stdin:\\n    with open(path, 'a') as f:\\n        f.write(line)\\n\"]\n";
+/// Appends what it reads to `hook-lines.ndjson` in the state root, as it reads it.
+const LINES: &str =
+    "events = [\"*\"]\ncommand = [\"sh\", \"-c\", \"exec cat >> \\\"$BDK_STATE_ROOT/hook-lines.ndjson\\\"\"]\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_hook_reads_one_json_line_per_event_with_the_channel_context() {
