@@ -32,6 +32,9 @@ pub struct Capabilities {
     pub workspace_parent: Option<PathBuf>,
     /// How long conversations are kept inside the model's context window (`compaction.rs`).
     pub compaction: CompactionSpec,
+    /// Each extension mount's namespace and `config`: what the commands an extension
+    /// contributed (schedule `run`, reminder handlers, channel handlers) are given.
+    pub extensions: Vec<bdk_tools::command::ExtensionContext>,
 }
 
 /// `agent.toml`'s `[compaction]` and `[model] context_window`.

@@ -157,7 +157,21 @@ pub fn capabilities(project: &Project, state_dir: &Path) -> Capabilities {
             threshold: project.harness.compaction.threshold,
             keep_turns: project.harness.compaction.keep_turns,
         },
+        extensions: extensions(project),
     }
+}
+
+/// Each extension mount's namespace and `config` (placeholders unresolved: they are read when
+/// a command starts).
+fn extensions(project: &Project) -> Vec<bdk_tools::command::ExtensionContext> {
+    project
+        .extensions
+        .iter()
+        .map(|e| bdk_tools::command::ExtensionContext {
+            namespace: e.namespace.clone(),
+            config: serde_json::Value::Object(e.config.clone()),
+        })
+        .collect()
 }
 
 /// `artifacts.toml` (and extensions' kinds), or the defaults.
@@ -181,17 +195,11 @@ fn artifacts_spec(project: &Project) -> ArtifactsSpec {
 /// `BDK_EXTENSION` and `BDK_EXTENSION_CONFIG` for a command an extension contributed as `name`
 /// (`<ns>__...`); empty for the root's own. `${NAME}` in config strings is read now.
 fn extension_env(project: &Project, name: &str, source: bdk_protocol::info::Source) -> Vec<(String, String)> {
-    if source != bdk_protocol::info::Source::Extension {
-        return Vec::new();
-    }
-    let separator = bdk_project::formats::NAMESPACE_SEPARATOR;
-    let Some(extension) = project.extensions.iter().find(|e| name.starts_with(&format!("{}{separator}", e.namespace)))
-    else {
+    let Some(namespace) = bdk_project::formats::namespace_of(name, source) else {
         return Vec::new();
     };
-    let context = bdk_tools::command::ExtensionContext {
-        namespace: extension.namespace.clone(),
-        config: serde_json::Value::Object(extension.config.clone()),
+    let Some(context) = extensions(project).into_iter().find(|e| e.namespace == namespace) else {
+        return Vec::new();
     };
     vec![
         (bdk_tools::command::env::EXTENSION.to_owned(), context.namespace.clone()),

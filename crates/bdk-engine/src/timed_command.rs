@@ -1,7 +1,8 @@
 //! Running the command of timed work (a schedule's `run`, a named reminder handler) the way a
 //! tool command runs: the agent folder as cwd, one JSON object on stdin, a timeout that kills
-//! the process group, and host services granted for exactly as long as it runs. It also waits
-//! for a task session to end. Shared by `schedules/` and `reminders/`; decides nothing.
+//! the process group, host services granted for exactly as long as it runs, and an extension's
+//! `config` when an extension contributed it. It also waits for a task session to end. Shared
+//! by `schedules/` and `reminders/` (and the server's channel handlers); decides nothing.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,9 +14,9 @@ use bdk_tools::command::{CallContext, CommandSpec, Limits, StdinShape};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::Principal;
 use crate::engine::Core;
 use crate::host::HostScope;
+use crate::types::Principal;
 
 /// One command to run for timed work.
 #[derive(Debug, Clone)]
@@ -29,6 +30,11 @@ pub struct TimedCommand {
     pub session_id: Option<SessionId>,
     /// Who host `send` and `callTool` act as.
     pub principal: Principal,
+    /// The namespace of the extension that contributed the command (see
+    /// `bdk_project::formats::namespace_of`): it gets that mount's `config` like the
+    /// extension's tools do (`BDK_EXTENSION`, `BDK_EXTENSION_CONFIG`, `context.extension`).
+    /// `None` for the project's own.
+    pub extension: Option<String>,
 }
 
 /// Runs `command` with `input`; a timeout or failure is an `is_error` outcome.
@@ -45,6 +51,9 @@ pub(crate) async fn run(core: &Arc<Core>, command: &TimedCommand, input: &Value)
         call_id: call_id.to_string(),
         session_id: command.session_id.as_ref().map(ToString::to_string),
         host: access.clone(),
+        extension: command.extension.as_ref().and_then(|namespace| {
+            core.defs().capabilities.extensions.iter().find(|e| &e.namespace == namespace).cloned()
+        }),
         ..CallContext::default()
     };
     let spec = CommandSpec {

@@ -86,6 +86,8 @@ struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
     disconnects: AtomicUsize,
+    /// Answers any request, without the model-request invariants ([`FakeServer::start_plain`]).
+    plain: bool,
 }
 
 /// The running server; stops when dropped.
@@ -98,11 +100,21 @@ pub struct FakeServer {
 
 impl FakeServer {
     pub async fn start() -> Self {
+        Self::start_with(Shared::default()).await
+    }
+
+    /// A server for requests that are not model requests (a webhook receiver, say): it records
+    /// and answers each with the next reply, with no invariant checked.
+    pub async fn start_plain() -> Self {
+        Self::start_with(Shared { plain: true, ..Shared::default() }).await
+    }
+
+    async fn start_with(shared: Shared) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .unwrap_or_else(|err| panic!("the fake server cannot bind 127.0.0.1:0: {err}"));
         let addr = listener.local_addr().unwrap_or_else(|err| panic!("the fake server has no address: {err}"));
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(shared);
         let state = shared.clone();
         let task = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
@@ -174,7 +186,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let Some(request) = read_request(&mut socket).await else { return };
-    let problem = check_invariants(&request);
+    let problem = if shared.plain { None } else { check_invariants(&request) };
     lock(&shared.requests).push(request);
     let reply = match problem {
         Some(problem) => Reply::status(400, &serde_json::json!({"error": {"message": problem}}).to_string()),

@@ -205,6 +205,33 @@ fn serve_refuses_a_project_with_errors() {
     assert!(output.stdout.is_empty(), "nothing may claim to listen");
 }
 
+/// A wrong hook, skill or subagent file is an error diagnostic of its own, and `serve` refuses
+/// the project for it like for any other error.
+#[test]
+fn serve_refuses_a_wrong_hook_skill_or_subagent_file() {
+    let cases = [
+        ("bot/hooks/audit.toml", "command = [\"true\"]\n", "missing_field"),
+        ("bot/skills/triage/SKILL.md", "# Triage\n", "missing_description"),
+        ("bot/subagents/researcher/agent.toml", "max_steps = 3\n", "missing_description"),
+    ];
+    for (file, text, code) in cases {
+        let root = tempfile::tempdir().unwrap();
+        let dir = write_project(root.path(), "broken", &[]);
+        let path = dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        let validate = bdk().args(["validate", "--dir"]).arg(&dir).output_within();
+        let said = String::from_utf8_lossy(&validate.stdout).into_owned() + &String::from_utf8_lossy(&validate.stderr);
+        assert_ne!(validate.status.code(), Some(0), "{file}: {said}");
+        assert!(said.contains(code) && said.contains(file), "{file}: {said}");
+        let output = bdk().args(["serve", "--port", "0", "--dir"]).arg(&dir).output_within();
+        assert_eq!(output.status.code(), Some(1), "{file}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("not serving") && stderr.contains(file), "{file}: {stderr}");
+        assert!(output.stdout.is_empty(), "{file}: nothing may claim to listen");
+    }
+}
+
 #[test]
 fn single_mode_needs_exactly_one_agent() {
     let root = tempfile::tempdir().unwrap();

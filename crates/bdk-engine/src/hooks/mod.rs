@@ -308,6 +308,75 @@ mod tests {
         assert_eq!(status[1].dropped, dropped);
     }
 
+    /// Refuses every append, as a full disk would.
+    #[derive(Debug)]
+    struct Refusing(Arc<dyn EventLog>);
+
+    impl LogLayer for Refusing {
+        fn inner(&self) -> &Arc<dyn EventLog> {
+            &self.0
+        }
+
+        fn write<'a>(
+            &'a self,
+            _session: &'a SessionId,
+            _events: Vec<NewEvent>,
+            _record: Option<bdk_store::SessionRecord>,
+        ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+            Box::pin(async {
+                Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: std::io::Error::other("disk full") })
+            })
+        }
+    }
+
+    /// Only what the log accepted reaches a hook: an append the log refused is never seen.
+    #[tokio::test]
+    async fn a_hook_sees_only_what_the_log_accepted() {
+        let temp = tempfile::tempdir().unwrap();
+        let store = bdk_store::FsStore::open(temp.path()).unwrap();
+        let spec = HookSpec {
+            name: "audit".into(),
+            events: vec!["*".into()],
+            sink: HookSinkSpec::File(temp.path().join("audit.ndjson")),
+            cwd: temp.path().to_path_buf(),
+            env: Vec::new(),
+        };
+        let stores = store.stores();
+        let shared = Shared {
+            agent: "a".into(),
+            state_root: None,
+            sessions: stores.sessions.clone(),
+            telemetry: Default::default(),
+        };
+        let hub = HookHub::new(vec![spec], shared);
+        let real = stores.events.clone();
+        let refusing = TappedLog { inner: Arc::new(Refusing(real.clone())), hub: hub.clone() };
+        let accepting = TappedLog { inner: real.clone(), hub: hub.clone() };
+        let session = SessionId::generate();
+        let record =
+            bdk_store::SessionRecord::new(session.clone(), bdk_protocol::event::SessionMode::Chat, "http", "alice");
+        stores.sessions.create(record).await.unwrap();
+        let waiting = || vec![NewEvent::new(EventData::SessionWaiting(SessionWaiting {}))];
+        assert!(refusing.append(&session, waiting()).await.is_err());
+        accepting.append(&session, waiting()).await.unwrap();
+        assert!(refusing.append(&session, waiting()).await.is_err());
+        accepting.append(&session, waiting()).await.unwrap();
+
+        let counters = &hub.hooks[0].counters;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while counters.delivered.load(Ordering::Relaxed) < 2 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let text = std::fs::read_to_string(temp.path().join("audit.ndjson")).unwrap();
+        let indices: Vec<u64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(indices, [0, 1], "exactly the two accepted events, in order");
+        assert_eq!(real.len(&session).await.unwrap(), 2);
+        assert_eq!(counters.dropped.load(Ordering::Relaxed), 0);
+    }
+
     #[tokio::test]
     async fn an_idle_session_leaves_no_order_entry_and_late_events_are_not_lost() {
         let temp = tempfile::tempdir().unwrap();

@@ -244,6 +244,11 @@ impl CommandSink {
         let (program, args) = self.argv.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
         let mut command = Command::new(program);
         if let Some(root) = &self.state_root {
+            // The hook's place for derived state exists even when nothing else wrote there yet
+            // (on PostgreSQL the state folder holds only local working files).
+            if let Err(error) = std::fs::create_dir_all(root) {
+                tracing::warn!(hook = %self.name, %error, "cannot create the hook's state root");
+            }
             command.env("BDK_STATE_ROOT", root);
         }
         command.envs(self.env.iter().map(|(k, v)| (k, v)));

@@ -29,10 +29,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use cadence::{Cadence, MIN_EVERY};
 
-use crate::api::{Admission, Engine, FollowUp, Principal};
+use crate::api::Engine;
 use crate::clock::Clock;
 use crate::timed_command::{self, TimedCommand};
 use crate::timed_error::TimedError;
+use crate::types::{Admission, FollowUp, Principal};
 
 /// `createReminder`'s input: exactly one of `delay`, `every`, `cron`, `at`, and exactly one of
 /// `prompt` and `handler`.
@@ -366,6 +367,7 @@ impl Reminders {
             timeout: def.timeout,
             session_id: Some(reminder.session_id.clone()),
             principal: Principal::new(reminder.principal.clone()),
+            extension: bdk_project::formats::namespace_of(&def.name, def.source).map(str::to_owned),
         };
         let input = json!({
             "reminderId": reminder.id,

@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use bdk_project::formats::namespace_of;
 use bdk_project::model::ScheduleAction;
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
@@ -18,10 +19,10 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::{Dispatched, Inner, Schedule, Trigger};
-use crate::api::{Principal, StartSession};
 use crate::channel_send::ChannelSend;
 use crate::timed_command::{self, SessionEnd, TimedCommand};
 use crate::timed_error::TimedError;
+use crate::types::{Principal, StartSession};
 
 /// The channel schedule sessions belong to.
 pub const CHANNEL: &str = "schedule";
@@ -116,6 +117,7 @@ pub(super) async fn resume(
                 timeout: schedule.def.timeout,
                 session_id: None,
                 principal: principal(&id),
+                extension: namespace_of(&id, schedule.def.source).map(str::to_owned),
             };
             let input = json!({
                 "scheduleId": id,

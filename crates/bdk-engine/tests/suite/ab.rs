@@ -1,8 +1,9 @@
 //! A/B experiments end to end through the fake model server: each new session gets one
 //! `ab.assigned` right after `session.started`; its turns run with the arm's extra instructions
 //! or model; sessions of one channel conversation (same continuation key) land in the same arm,
-//! also after a restart; `abs()` totals (sessions, turns, tokens) are folded from the logs and
-//! come out the same from a restarted engine.
+//! also after a restart, and every later turn of a session runs in its arm; `abs()` totals
+//! (sessions, turns, tokens) are folded from the logs and come out the same from a restarted
+//! engine.
 
 use bdk_engine::{Engine, ListScope, StartSession};
 use bdk_protocol::event::SessionMode;
@@ -93,4 +94,18 @@ async fn arms_apply_stick_to_channel_conversations_and_totals_survive_a_restart(
     let again = within(restarted.start_session(channel_start("pr-1"))).await.unwrap();
     settled(&restarted, &again.session_id, 1).await;
     assert_eq!(arm_of(&restarted, &again.session_id).await, arms[0]);
+
+    // A later turn of the session runs in its arm too (read back from the log).
+    folder.model.push(text("Aye once more.", (1, 1)));
+    let token = again.continuation_token.clone();
+    within(restarted.follow_up(&again.session_id, follow("more", &token, bdk_engine::Admission::Preempt)))
+        .await
+        .unwrap();
+    settled(&restarted, &again.session_id, 2).await;
+    let requests = folder.model.requests();
+    let (first, second) = (&requests[requests.len() - 2].body, &requests[requests.len() - 1].body);
+    assert_eq!(first["model"], second["model"]);
+    assert_eq!(system_of(first), system_of(second));
+    assert_eq!(system_of(second).contains("Speak like a pirate."), arms[0] == "pirate");
+    assert_eq!(count(&folder.events(&again.session_id).await, "ab.assigned"), 1);
 }

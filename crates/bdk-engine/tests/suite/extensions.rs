@@ -2,7 +2,10 @@
 //! model through the fake model server, sees the mount's namespace and config in
 //! `BDK_EXTENSION` / `BDK_EXTENSION_CONFIG` and in `context.extension` (with `${NAME}`
 //! placeholders read from the environment at call time); the root's own tools see neither; the
-//! extension's hook command gets the same variables.
+//! extension's hook command gets the same variables, and so do its schedule `run` command and
+//! its named reminder handler (the root's own get none).
+
+use std::sync::Arc;
 
 use bdk_protocol::EventData;
 use serde_json::{Value, json};
@@ -69,4 +72,70 @@ async fn an_extensions_config_reaches_its_command() {
     })
     .await;
     assert_eq!(seen, json!({"ns": "ci", "config": config}));
+}
+
+/// Writes what it was told (namespace, config, `context.extension`) to the file its argument
+/// names, in its working directory.
+const TIMED_PROBE: &str = "import json, os, sys\nrequest = json.load(sys.stdin)\nseen = {\"ns\": os.environ.get(\"BDK_EXTENSION\"), \
+                           \"env\": json.loads(os.environ.get(\"BDK_EXTENSION_CONFIG\", \"null\")), \"context\": request[\"context\"].get(\"extension\")}\n\
+                           with open(sys.argv[1], \"w\") as f:\n    json.dump(seen, f)\nprint(\"{}\")\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extensions_config_reaches_its_schedule_and_reminder_commands() {
+    use bdk_engine::clock::ManualClock;
+    use bdk_engine::reminders::{CreateReminder, Reminders};
+    use bdk_engine::schedules::{ScheduleOptions, Schedules, Trigger};
+
+    let schedule = |out: &str| format!("cron = \"0 3 * * *\"\nrun = [\"python3\", \"lib/probe.py\", \"{out}\"]\n");
+    let handler = |out: &str| format!("command = [\"python3\", \"lib/probe.py\", \"{out}\"]\n");
+    let (ext_schedule, root_schedule) = (schedule("schedule.json"), schedule("schedule.json"));
+    let (ext_handler, root_handler) = (handler("reminder.json"), handler("reminder.json"));
+    let folder = Folder::new(&[
+        ("extensions/ci/extension.toml", "[config]\norg = \"acme\"\npath = \"${PATH}\"\n"),
+        ("extensions/ci/schedules/nightly.toml", ext_schedule.as_str()),
+        ("extensions/ci/reminders/recheck.toml", ext_handler.as_str()),
+        ("extensions/ci/lib/probe.py", TIMED_PROBE),
+        ("schedules/nightly.toml", root_schedule.as_str()),
+        ("reminders/recheck.toml", root_handler.as_str()),
+        ("lib/probe.py", TIMED_PROBE),
+    ])
+    .await;
+    let project = folder.project();
+    let clock = Arc::new(ManualClock::new(chrono::Utc::now()));
+    let schedules = Schedules::new(
+        folder.engine.clone(),
+        folder.timed(),
+        clock.clone(),
+        &project.caps.schedules,
+        ScheduleOptions::default(),
+    );
+    for id in ["ci__nightly", "nightly"] {
+        within(schedules.dispatch(id, Trigger::Dev)).await.unwrap();
+    }
+    within(schedules.settled()).await;
+
+    folder.model.push(text("Hi.", (1, 1)));
+    let started = folder.start("hello").await;
+    settled(&folder.engine, &started.session_id, 1).await;
+    let reminders = Reminders::new(folder.engine.clone(), folder.timed(), clock, &project.caps.reminders);
+    for name in ["ci__recheck", "recheck"] {
+        let request =
+            CreateReminder { delay: Some("1h".into()), handler: Some(name.into()), ..CreateReminder::default() };
+        let created = within(reminders.create(&started.session_id, request)).await.unwrap();
+        let row = within(reminders.dispatch(&created.id)).await.unwrap();
+        assert_eq!(row.status, bdk_store::FiringStatus::Completed, "{name}: {:?}", row.error);
+    }
+
+    let bot = folder.root().join("proj/bot");
+    let read = |path: std::path::PathBuf| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .unwrap()
+    };
+    let config = json!({"org": "acme", "path": std::env::var("PATH").unwrap()});
+    let told = json!({"ns": "ci", "env": config, "context": {"namespace": "ci", "config": config}});
+    let untold = json!({"ns": null, "env": null, "context": null});
+    for file in ["schedule.json", "reminder.json"] {
+        assert_eq!(read(bot.join("extensions/ci").join(file)), told, "the extension's {file}");
+        assert_eq!(read(bot.join(file)), untold, "the root's {file}");
+    }
 }

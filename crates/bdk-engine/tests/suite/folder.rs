@@ -99,6 +99,17 @@ impl Folder {
         self.state.clone()
     }
 
+    /// The firing and reminder store on this run's backend.
+    pub fn timed(&self) -> Arc<dyn bdk_store::TimedStore> {
+        self.backend.timed()
+    }
+
+    /// The test project as discovery sees it (for what the engine does not own: schedules,
+    /// reminder handlers).
+    pub fn project(&self) -> bdk_project::Project {
+        bdk_project::load_project(&self._dir.path().join("proj"), false)
+    }
+
     /// The temp folder holding `proj/` (the project) and `state/`.
     pub fn root(&self) -> PathBuf {
         self._dir.path().to_path_buf()

@@ -2,7 +2,9 @@
 //! concurrent sessions exactly once and in order, each with the hook context, only after it is
 //! in the log; a slow command hook (one line a second) does not hold the turns up, measured by
 //! the events' own timestamps; the engine's hook status counts what was delivered. An HTTP hook
-//! POSTs its events with the configured headers; a hook command that exits is restarted.
+//! POSTs its events with the configured headers and posts a refused batch again; a hook command
+//! that exits is restarted; a command hook reads one JSON line per event, with the channel
+//! conversation's continuation in its context.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -102,7 +104,7 @@ async fn futures_join(folder: &Folder) -> Vec<bdk_protocol::SessionId> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_http_hook_posts_batches_and_a_command_that_exits_is_restarted() {
-    let sink = bdk_test_support::FakeServer::start().await;
+    let sink = bdk_test_support::FakeServer::start_plain().await;
     for _ in 0..64 {
         sink.push(bdk_test_support::Reply::status(200, "{}"));
     }
@@ -165,4 +167,73 @@ async fn an_http_hook_posts_batches_and_a_command_that_exits_is_restarted() {
     })
     .await;
     assert!(restarts >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_hook_posts_a_refused_batch_again() {
+    let sink = bdk_test_support::FakeServer::start_plain().await;
+    sink.push(bdk_test_support::Reply::status(503, "{}"));
+    for _ in 0..8 {
+        sink.push(bdk_test_support::Reply::status(200, "{}"));
+    }
+    let http = format!("events = [\"turn.completed\"]\n\n[sink]\nkind = \"http\"\nurl = \"{}/hook\"\n", sink.url());
+    let folder = Folder::new(&[("hooks/post.toml", http.as_str())]).await;
+    folder.model.push(text("One.", (1, 1)));
+    let started = folder.start("first").await;
+    settled(&folder.engine, &started.session_id, 1).await;
+    let delivered = within(async {
+        loop {
+            let status = folder.engine.hooks();
+            if status[0].delivered + status[0].dropped >= 1 {
+                return status[0].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!((delivered.delivered, delivered.dropped), (1, 0), "{delivered:?}");
+    let requests = sink.requests();
+    assert!(requests.len() >= 2, "the refused batch was not posted again: {requests:?}");
+    assert_eq!(requests[0].body, requests[1].body, "the retry carries the same batch");
+    assert_eq!(requests[0].body[0]["type"], "turn.completed");
+    assert_eq!(requests[0].body[0]["sessionId"], started.session_id.to_string());
+}
+
+/// Appends what it reads to `hook-lines.ndjson` in the state root, as it reads it.
+const LINES: &str =
+    "events = [\"*\"]\ncommand = [\"sh\", \"-c\", \"exec cat >> \\\"$BDK_STATE_ROOT/hook-lines.ndjson\\\"\"]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_hook_reads_one_json_line_per_event_with_the_channel_context() {
+    let folder = Folder::new(&[("hooks/lines.toml", LINES)]).await;
+    folder.model.push(text("Hello.", (1, 1)));
+    let mut request = start("hi", bdk_protocol::event::SessionMode::Chat);
+    request.channel = "ops".into();
+    request.continuation_key = Some("pr-1".into());
+    let started = within(folder.engine.start_session(request)).await.unwrap();
+    settled(&folder.engine, &started.session_id, 1).await;
+    let logged = folder.events(&started.session_id).await;
+
+    let path = folder.state().join("hook-lines.ndjson");
+    let lines: Vec<Value> = within(async {
+        loop {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            // Only whole lines: the command may be mid-write.
+            let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+            if lines.len() >= logged.len() {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(lines.len(), logged.len(), "one line per event");
+    for (line, event) in lines.iter().zip(&logged) {
+        assert_eq!(line["index"], event.index, "in order");
+        assert_eq!(line["type"], event.event_type());
+        let context = &line["context"];
+        assert_eq!(context["channel"], "ops");
+        assert_eq!(context["continuationToken"], started.continuation_token.as_str(), "{context}");
+        assert_eq!(context["principal"], "alice");
+    }
 }

@@ -3,6 +3,7 @@
 mod ab;
 mod admission;
 mod approvals;
+mod artifacts_native;
 mod compaction;
 mod direct;
 mod disk_faults;

@@ -3,7 +3,8 @@
 //! stream records `subagent.called` / `subagent.completed` around each call's `action.result`,
 //! and each child's own events are in the child session `subagent.called` names; the children's
 //! usage counts in the parent turn; stopping the parent cancels running children; a child cannot
-//! call `task`, and an unknown subagent is a tool error.
+//! call `task`, and an unknown subagent is a tool error. A child runs its own model (or the
+//! parent's when it has none) on the parent's tools and workspace.
 
 use bdk_protocol::event::{SubagentCalled, SubagentCompleted};
 use bdk_protocol::{Event, EventData, SessionId};
@@ -237,4 +238,68 @@ async fn a_subagent_cannot_delegate_and_an_unknown_one_is_a_tool_error() {
     assert!(nested.is_error);
     assert_eq!(nested.result.as_str().unwrap(), bdk_engine::NESTED_TASK);
     assert_eq!(count(&child, "subagent.called"), 0);
+}
+
+/// A command tool of the parent's: prints a fixed answer.
+const STAMP: &str = "description = \"Stamps.\"\ncommand = [\"sh\", \"-c\", \"cat >/dev/null; echo STAMPED\"]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_runs_its_own_model_or_the_parents_on_the_parents_tools_and_workspace() {
+    let researcher = format!("{RESEARCHER}\n[model]\nid = \"fake-model-b\"\n");
+    let folder = Folder::new(&[
+        ("subagents/researcher/agent.toml", researcher.as_str()),
+        ("subagents/writer/agent.toml", WRITER),
+        ("tools/stamp.toml", STAMP),
+        ("sandbox/workspace/notes.txt", "SEEDED-NOTE\n"),
+    ])
+    .await;
+    // One child at a time, so the requests come in a known order.
+    folder.model.push(calls(&[("c1", "task", r#"{"subagent": "researcher", "prompt": "Read the notes."}"#)], (1, 1)));
+    folder.model.push(calls(&[("r1", "read", r#"{"path": "notes.txt"}"#), ("r2", "stamp", "{}")], (1, 1)));
+    folder.model.push(text("The notes say SEEDED-NOTE.", (1, 1)));
+    folder.model.push(calls(&[("c2", "task", r#"{"subagent": "writer", "prompt": "Write it."}"#)], (1, 1)));
+    folder.model.push(text("Written.", (1, 1)));
+    folder.model.push(text("Done.", (1, 1)));
+
+    let started = folder.start("Go.").await;
+    let events = settled(&folder.engine, &started.session_id, 1).await;
+    assert_eq!(count(&events, "turn.completed"), 1, "{:?}", types(&events));
+    let done = completed(&events);
+    assert_eq!(done.len(), 2);
+    assert!(done.iter().all(|d| !d.is_error), "{done:?}");
+
+    let requests = folder.model.requests();
+    let models: Vec<&str> = requests.iter().map(|r| r.body["model"].as_str().unwrap()).collect();
+    // Parent, researcher (its own model) twice, parent, writer (the parent's), parent.
+    assert_eq!(models, ["fake-model", "fake-model-b", "fake-model-b", "fake-model", "fake-model", "fake-model"]);
+    let child_tools = tools_of(&requests[1].body);
+    for tool in ["read", "stamp"] {
+        assert!(child_tools.contains(&tool.to_owned()), "{child_tools:?}");
+    }
+    let results = tool_results_of(&requests[2].body);
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].1.contains("SEEDED-NOTE"), "the child read the parent's workspace: {results:?}");
+    assert!(results[1].1.contains("STAMPED"), "the child called the parent's tool: {results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_fails_is_an_error_result_the_parent_reads() {
+    let folder = Folder::new(&folder_files()).await;
+    folder.model.push(calls(&[("c1", "task", r#"{"subagent": "writer", "prompt": "Write."}"#)], (1, 1)));
+    // The child's model refuses its request (not retried).
+    folder.model.push(Reply::status(400, r#"{"error": {"message": "bad request"}}"#));
+    folder.model.push(text("The writer failed.", (1, 1)));
+
+    let started = folder.start("Go.").await;
+    let events = settled(&folder.engine, &started.session_id, 1).await;
+    assert_eq!(count(&events, "turn.completed"), 1, "the parent goes on: {:?}", types(&events));
+    let done = completed(&events);
+    assert_eq!(done.len(), 1);
+    assert!(done[0].is_error, "{done:?}");
+    assert!(done[0].result.contains("subagent `writer` failed"), "{}", done[0].result);
+    let results = tool_results_of(&folder.model.requests()[2].body);
+    assert!(results[0].1.contains("subagent `writer` failed"), "{results:?}");
+    let child = folder.events(&child_of(&called(&events)[0])).await;
+    assert_eq!(count(&child, "turn.failed"), 1);
+    assert_eq!(count(&child, "session.failed"), 1);
 }

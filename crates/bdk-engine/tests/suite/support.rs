@@ -111,6 +111,14 @@ impl TestStore {
         }
     }
 
+    /// The artifact store on the same state.
+    pub fn artifacts(&self) -> Arc<dyn bdk_store::ArtifactStore> {
+        match self.pg_store() {
+            Some(pg) => Arc::new(pg),
+            None => Arc::new(FsStore::open(&self.state).unwrap()),
+        }
+    }
+
     /// The timed-work store (firings and reminders) on the same state.
     pub fn timed(&self) -> Arc<dyn TimedStore> {
         match self.pg_store() {

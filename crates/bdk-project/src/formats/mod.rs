@@ -24,6 +24,16 @@ pub mod tool;
 /// Separates an extension's namespace from the names it contributes (`ci__failed_jobs`).
 pub const NAMESPACE_SEPARATOR: &str = "__";
 
+/// The namespace of the extension that contributed `name` (`ci` for `ci__nightly`), or `None`
+/// for the project's own definitions. A namespace never contains the separator, so the part
+/// before the first one is it.
+pub fn namespace_of(name: &str, source: Source) -> Option<&str> {
+    if source != Source::Extension {
+        return None;
+    }
+    name.split_once(NAMESPACE_SEPARATOR).map(|(namespace, _)| namespace)
+}
+
 /// Where definitions being loaded come from: the project itself or an extension mount.
 #[derive(Debug, Clone)]
 pub struct Origin {

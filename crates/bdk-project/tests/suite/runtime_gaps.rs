@@ -25,6 +25,9 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
         .file("bot/subagents/helper/agent.toml", "description = \"Helps.\"\n")
         .file("bot/mcp-connections/docs.toml", "command = \"docs-server\"\n")
         .file("bot/channels/portal.toml", "[[routes]]\nmethod = \"POST\"\npath = \"/x\"\nhandler = [\"t\"]\n")
+        .file("bot/ab/tone.toml", "[[arms]]\nid = \"a\"\nweight = 1\n\n[[arms]]\nid = \"b\"\nweight = 1\n")
+        .file("bot/extensions/ci/extension.toml", "[config]\norg = \"acme\"\n")
+        .file("bot/extensions/ci/schedules/nightly.toml", "cron = \"0 3 * * *\"\nrun = [\"true\"]\n")
         .load();
     let mut found: Vec<(String, String)> = project
         .diagnostics

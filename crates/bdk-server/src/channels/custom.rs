@@ -315,6 +315,7 @@ async fn run_handler(
         timeout: route.timeout,
         session_id: None,
         principal: principal.clone(),
+        extension: bdk_project::formats::namespace_of(&def.id, def.source).map(str::to_owned),
     };
     let started = Instant::now();
     let outcome = state.engine().run_host_command(&command, request).await;

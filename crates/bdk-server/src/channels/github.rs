@@ -412,6 +412,7 @@ async fn run_handler(
         timeout: bdk_project::formats::channel::DEFAULT_HANDLER_TIMEOUT,
         session_id: None,
         principal: Principal::new(PRINCIPAL),
+        extension: bdk_project::formats::namespace_of(&github.def.id, github.def.source).map(str::to_owned),
     };
     let input = json!({
         "event": event,

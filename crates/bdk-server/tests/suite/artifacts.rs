@@ -1,11 +1,14 @@
-//! Artifacts end to end on a real socket: the model tags one with `tag_artifact` (content from a
-//! workspace file), `artifact.tagged` is on the stream, `GET /v1/artifacts` lists it for its
+//! Artifacts end to end on a real socket: the model, through the fake model server, tags one
+//! with `tag_artifact` (content from a workspace file), `artifact.tagged` is on the stream, `GET /v1/artifacts` lists it for its
 //! owner only, `GET /v1/artifacts/:id/content` downloads it as an attachment and is 404 for
 //! another principal and for unknown ids; undeclared kinds, schema mismatches and paths outside
 //! the workspace are tool errors the model reads; host code tags through the host service.
 
-use bdk_model::ScriptStep;
+use std::sync::Arc;
+
+use bdk_model::{ModelInput, ModelLayer, ModelProvider, ProviderOptions, ScriptStep};
 use bdk_server::{AuthPolicy, BearerToken};
+use bdk_test_support::{FakeServer, Part, Reply, openai_sse as oa};
 use serde_json::{Value, json};
 
 use super::support::{Host, host};
@@ -32,7 +35,7 @@ effect = "read"
 command = ["python3", "lib/tag.py"]
 "#;
 
-async fn start(steps: Vec<ScriptStep>) -> Host {
+fn builder() -> super::support::Builder {
     let tokens = vec![BearerToken::named("alice", "a-secret"), BearerToken::named("bob", "b-secret")];
     host()
         .file("bot/artifacts.toml", ARTIFACTS_TOML)
@@ -41,9 +44,34 @@ async fn start(steps: Vec<ScriptStep>) -> Host {
         .file("bot/lib/tag.py", TAG_PY)
         .options(|o| o.auth = AuthPolicy::from_flags(tokens, false))
         .token("a-secret")
-        .script(steps)
-        .start()
-        .await
+}
+
+async fn start(steps: Vec<ScriptStep>) -> Host {
+    builder().script(steps).start().await
+}
+
+/// An `openai-compatible` provider on a fake model server.
+async fn fake_model() -> (FakeServer, Arc<dyn ModelProvider>) {
+    let server = FakeServer::start().await;
+    let agent = ModelLayer {
+        model: Some("fake-model".into()),
+        provider: Some("openai-compatible".into()),
+        base_url: Some(server.url()),
+        ..ModelLayer::default()
+    };
+    let resolved = bdk_model::resolve(&ModelInput { cli: ModelLayer::default(), agent }, &|_| None);
+    let provider = bdk_model::build(&resolved, &ProviderOptions::default());
+    (server, provider)
+}
+
+/// A streamed Chat Completions reply that calls `tag_artifact` once per input.
+fn tag_calls(inputs: &[(&str, Value)]) -> Reply {
+    let mut parts: Vec<Part> = vec![oa::role()];
+    for (index, (id, input)) in inputs.iter().enumerate() {
+        parts.push(oa::tool_call(index as u64, Some(id), Some("tag_artifact"), &input.to_string()));
+    }
+    parts.extend([oa::finish("tool_calls"), oa::usage(10, 5, 0, 0), oa::done()]);
+    Reply::sse(parts)
 }
 
 fn results(events: &[bdk_protocol::Event]) -> Vec<Value> {
@@ -59,15 +87,15 @@ fn results(events: &[bdk_protocol::Event]) -> Vec<Value> {
 async fn a_tagged_artifact_is_listed_and_downloaded_by_its_owner_only() {
     let good =
         json!({"kind": "report", "key": "week-1", "title": "Week 1", "data": {"week": 1}, "path": "out/week1.md"});
-    let step = ScriptStep::tool_call("t1", "tag_artifact", good)
-        .with_tool_call("t2", "tag_artifact", json!({"kind": "memo", "key": "x"}))
-        .with_tool_call("t3", "tag_artifact", json!({"kind": "report", "key": "w2", "data": {"week": "two"}}))
-        .with_tool_call(
-            "t4",
-            "tag_artifact",
-            json!({"kind": "report", "key": "w3", "data": {"week": 3}, "path": "../../../../etc/passwd"}),
-        );
-    let host = start(vec![step, ScriptStep::text("tagged")]).await;
+    let (model, provider) = fake_model().await;
+    model.push(tag_calls(&[
+        ("t1", good),
+        ("t2", json!({"kind": "memo", "key": "x"})),
+        ("t3", json!({"kind": "report", "key": "w2", "data": {"week": "two"}})),
+        ("t4", json!({"kind": "report", "key": "w3", "data": {"week": 3}, "path": "../../../../etc/passwd"})),
+    ]));
+    model.push(Reply::sse(oa::text_reply("tagged", 20, 5)));
+    let host = builder().model(provider).start().await;
     let id = host.start_session("tag the report").await.session_id.to_string();
     host.wait_for(&id, "session.waiting", None).await;
     let events = host.events(&id).await;
@@ -114,6 +142,11 @@ async fn a_tagged_artifact_is_listed_and_downloaded_by_its_owner_only() {
     assert_eq!(bob.get("/v1/artifacts").await.body["artifacts"], json!([]));
     host.get("/v1/artifacts/art_unknown/content").await.assert_error(404, "artifact_not_found");
     host.as_token(None).get("/v1/artifacts").await.assert_error(401, "unauthorized");
+    // The model read the refusals as tool results.
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    let tool_results = requests[1].body["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").count();
+    assert_eq!(tool_results, 4);
     host.shutdown().await;
 }
 

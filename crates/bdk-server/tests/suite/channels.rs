@@ -3,6 +3,7 @@
 //! auth failure, a handler command that answers, continues a session by key and reaches host
 //! services, and handlers that crash, hang or print garbage (502/504, no session). Channel
 //! sessions are listed with their channel and token, and the token works on the session routes.
+//! An extension's channel handler gets the extension's `config`; the root's gets none.
 
 use bdk_engine::ListScope;
 use bdk_model::ScriptStep;
@@ -265,4 +266,41 @@ send = { message = "Build {{body.build}} {{body.status}}", continuation_key = "b
     assert_eq!(accepted.body["continuationToken"], "ci:build:77");
     let listed = host.state.agents[0].engine.list(ListScope::All).await.unwrap();
     assert_eq!(listed[0].principal, "webhook:ci");
+}
+
+const WHOAMI: &str = r#"
+[[routes]]
+method = "GET"
+path = "/whoami"
+handler = ["python3", "lib/whoami.py"]
+"#;
+
+const WHOAMI_PY: &str = r#"
+import json, os, sys
+context = json.load(sys.stdin)["context"]
+print(json.dumps({"body": {
+    "ns": os.environ.get("BDK_EXTENSION"),
+    "env": json.loads(os.environ.get("BDK_EXTENSION_CONFIG", "null")),
+    "context": context.get("extension"),
+}}))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extensions_channel_handler_gets_its_config() {
+    let host = host()
+        .file("bot/extensions/ci/extension.toml", "[config]\norg = \"acme\"\n")
+        .file("bot/extensions/ci/channels/probe.toml", WHOAMI)
+        .file("bot/extensions/ci/lib/whoami.py", WHOAMI_PY)
+        .file("bot/channels/probe.toml", WHOAMI)
+        .file("bot/lib/whoami.py", WHOAMI_PY)
+        .options(|o| o.auth = AuthPolicy::from_flags(Vec::new(), true))
+        .start()
+        .await;
+    let config = json!({"org": "acme"});
+    let extension = host.get("/v1/channels/ci__probe/whoami").await;
+    assert_eq!(extension.status.as_u16(), 200, "{}", extension.text);
+    assert_eq!(extension.body, json!({"ns": "ci", "env": config, "context": {"namespace": "ci", "config": config}}));
+    let root = host.get("/v1/channels/probe/whoami").await;
+    assert_eq!(root.status.as_u16(), 200, "{}", root.text);
+    assert_eq!(root.body, json!({"ns": null, "env": null, "context": null}));
 }

@@ -1,3 +1,4 @@
+mod abs;
 mod approvals;
 mod artifacts;
 mod auth;

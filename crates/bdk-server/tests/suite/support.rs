@@ -112,6 +112,9 @@ pub struct Builder {
     state_root: Option<PathBuf>,
     /// Where the projects are written (`<dir>/<slug>`); a temp folder by default.
     projects_root: Option<PathBuf>,
+    /// The model the agents run on instead of the script (a real provider on a fake model
+    /// server, say).
+    model: Option<Arc<dyn ModelProvider>>,
 }
 
 pub fn host() -> Builder {
@@ -124,6 +127,7 @@ pub fn host() -> Builder {
         files: Vec::new(),
         state_root: None,
         projects_root: None,
+        model: None,
     }
 }
 
@@ -141,6 +145,12 @@ impl Builder {
     /// The model's answers, one step per model call; without a script the model echoes.
     pub fn script(mut self, steps: Vec<ScriptStep>) -> Self {
         self.script = Some(steps);
+        self
+    }
+
+    /// Runs the agents on `provider` (the script, if any, is then unused).
+    pub fn model(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.model = Some(provider);
         self
     }
 
@@ -214,7 +224,7 @@ impl Builder {
             let engine = Engine::with_options(
                 AgentConfig::from_project(&project),
                 backend.stores.clone(),
-                provider.clone() as Arc<dyn ModelProvider>,
+                self.model.clone().unwrap_or_else(|| provider.clone() as Arc<dyn ModelProvider>),
                 tools,
                 options,
             );
