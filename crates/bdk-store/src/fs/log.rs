@@ -185,6 +185,16 @@ impl Shared {
         self.file.lock().unwrap()
     }
 
+    /// Runs `replace` (which writes `session.json` outside the log) with no commit of this log
+    /// in progress, so it cannot interleave with a commit's own replacement of the file. It gets
+    /// the log's durable length and a created session's first record not yet committed, which
+    /// it may replace with a newer one: the first commit then carries that.
+    pub fn replacing_record<T>(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> T) -> T {
+        let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let len = self.state().len;
+        replace(len, &mut side.pending)
+    }
+
     /// Refuses every later append to this log; the store replaces it by reopening the file.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);

@@ -115,8 +115,8 @@ impl FsStore {
         write: fn(&std::path::Path, &[u8], &SyncCounters) -> io::Result<()>,
     ) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            let log_bytes = match self.log(&record.id).await {
-                Ok(log) => Some(log.shared.state().len),
+            let log = match self.log(&record.id).await {
+                Ok(log) => Some(log.shared.clone()),
                 Err(Error::SessionNotFound(id)) => return Err(Error::SessionNotFound(id)),
                 // Unreadable (damaged): its length on disk, read below.
                 Err(error) => {
@@ -125,7 +125,17 @@ impl FsStore {
                 }
             };
             let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-            blocking(move || replace_record(&layout, &record, log_bytes, write, &syncs)).await
+            blocking(move || match log {
+                Some(log) => log.replacing_record(|len, first| {
+                    // Not committed yet: the first commit carries this record instead.
+                    if first.is_some() {
+                        *first = Some(record.clone());
+                    }
+                    replace_record(&layout, &record, Some(len), write, &syncs)
+                }),
+                None => replace_record(&layout, &record, None, write, &syncs),
+            })
+            .await
         })
     }
 }

@@ -124,3 +124,18 @@ async fn a_created_sessions_first_record_is_in_its_first_commit() {
     let log = std::fs::read_to_string(fx.store.layout().events_path(&id)).unwrap();
     assert_eq!(log.matches("\"sessionRecord\"").count(), 1);
 }
+
+#[tokio::test]
+async fn a_record_replaced_before_the_first_commit_is_the_one_that_commit_carries() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    let mut titled = with_token(&id, "one");
+    titled.title = Some("named".into());
+    within(fx.store.update_derived(titled.clone())).await.unwrap();
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(titled.clone()));
+    // Even with `session.json` torn, the log has the newer record, not the created one.
+    std::fs::write(fx.store.layout().session_json(&id), b"").unwrap();
+    assert_eq!(within(fx.reopen().get(&id)).await.unwrap(), Some(titled));
+}
