@@ -145,6 +145,9 @@ pub(crate) struct Shared {
     file: Mutex<FileSide>,
     /// The writer found the session deleted and takes no more appends for this log.
     stopped: AtomicBool,
+    /// `session.json` holds the newest record this log carries: it was written since the log
+    /// was opened here, and its last write worked. Reads of the record then skip the log.
+    record_current: AtomicBool,
 }
 
 impl Shared {
@@ -189,10 +192,19 @@ impl Shared {
     /// in progress, so it cannot interleave with a commit's own replacement of the file. It gets
     /// the log's durable length and a created session's first record not yet committed, which
     /// it may replace with a newer one: the first commit then carries that.
-    pub fn replacing_record<T>(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> T) -> T {
+    pub fn replacing_record(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> Result<()>) -> Result<()> {
         let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let len = self.state().len;
-        replace(len, &mut side.pending)
+        let replaced = replace(len, &mut side.pending);
+        if replaced.is_ok() {
+            self.record_current.store(true, Ordering::Release);
+        }
+        replaced
+    }
+
+    /// Whether `session.json` holds the newest record this log carries (see the field).
+    pub fn record_current(&self) -> bool {
+        self.record_current.load(Ordering::Acquire)
     }
 
     /// Refuses every later append to this log; the store replaces it by reopening the file.
@@ -278,7 +290,10 @@ impl LogHandle {
         let durable = Durable { len: 0, next_index: 0, checkpoints: Vec::new(), commits: 0, tail: Tail::default() };
         let session = record.id.clone();
         let file = FileSide { file: Some(file), cut_pending: false, records, pending: Some(record) };
-        Self::with(session, path, 0, durable, file, options, writer, syncs)
+        let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
+        // `create` wrote it, and nothing is in the log yet.
+        handle.shared.record_current.store(true, Ordering::Release);
+        handle
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -301,6 +316,7 @@ impl LogHandle {
             live: LiveChannel::new(options.broadcast_capacity),
             file: Mutex::new(file),
             stopped: AtomicBool::new(false),
+            record_current: AtomicBool::new(false),
         });
         LogHandle { shared, writer }
     }
@@ -478,7 +494,9 @@ impl<'a> Written<'a> {
                     // Durable in the log now; `session.json` follows without a sync, before
                     // anyone is answered. If this fails, readers rebuild it from the log.
                     self.side.pending = None;
-                    if let Err(error) = self.side.records.replace(&record, end) {
+                    let replaced = self.side.records.replace(&record, end);
+                    log.record_current.store(replaced.is_ok(), Ordering::Release);
+                    if let Err(error) = replaced {
                         tracing::warn!(session = %log.session, %error, "could not replace session.json; the log holds the record");
                     }
                 }

@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::record::SessionRecord;
 use follow::{FsFollower, Span, read_chunk, start_span};
 use log::LogHandle;
-use record_file::RecordFiles;
+use record_file::{LogView, RecordFiles};
 use syncs::SyncCounters;
 use writer::WriterHandle;
 
@@ -124,8 +124,9 @@ impl FsStore {
     }
 
     /// How many times this store has opened an event log to read it: recovering a log it
-    /// opens, and reads or follows that start before the events a log keeps in memory. Counted
-    /// so tests see which reads touch the disk.
+    /// opens, reads or follows that start before the events a log keeps in memory, and record
+    /// reads that look in the log for a record newer than `session.json`. Counted so tests see
+    /// which reads touch the disk.
     pub fn log_reads(&self) -> u64 {
         self.inner.syncs.log_reads()
     }
@@ -233,11 +234,14 @@ impl FsStore {
         RecordFiles { session_json: layout.session_json(session), open_marker: open_index::marker(layout, session) }
     }
 
-    /// The durable length of `session`'s log if it is open here: no append is in flight
-    /// otherwise, so the file's length is.
-    fn durable_len_if_open(&self, session: &SessionId) -> Option<u64> {
-        let cell = self.registry().get(session).cloned()?;
-        cell.get().map(|handle| handle.shared.state().len)
+    /// What a read of `session`'s record needs to know of its log here (`record_file.rs`).
+    fn log_view(&self, session: &SessionId) -> LogView {
+        let Some(cell) = self.registry().get(session).cloned() else { return LogView::Closed };
+        match cell.get() {
+            Some(handle) if handle.shared.record_current() => LogView::Current,
+            Some(handle) => LogView::Open(handle.shared.state().len),
+            None => LogView::Closed,
+        }
     }
 
     /// Registers the log of a session just created, whose empty file `file` is open for

@@ -60,6 +60,17 @@ impl RecordFiles {
     }
 }
 
+/// What reading a session's record needs to know of its log in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogView {
+    /// Open here, and `session.json` holds its newest record: the log need not be read.
+    Current,
+    /// Open here, with this durable length: nothing past it is committed yet.
+    Open(u64),
+    /// Not open here: no append is in flight, so the file's length is the durable one.
+    Closed,
+}
+
 #[derive(Serialize)]
 struct OnDisk<'a> {
     #[serde(flatten)]

@@ -11,7 +11,7 @@ use bdk_protocol::SessionId;
 
 use super::atomic::{replace_atomic, write_atomic};
 use super::open_index;
-use super::record_file::{self, encode};
+use super::record_file::{self, LogView, encode};
 use super::syncs::SyncCounters;
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, SessionStore};
@@ -47,9 +47,9 @@ impl SessionStore for FsStore {
 
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        let end = self.durable_len_if_open(id);
+        let view = self.log_view(id);
         let id = id.clone();
-        Box::pin(blocking(move || read_record(&layout, &id, &syncs, end)))
+        Box::pin(blocking(move || read_record(&layout, &id, &syncs, view)))
     }
 
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
@@ -61,15 +61,21 @@ impl SessionStore for FsStore {
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        Box::pin(blocking(move || list(&layout, &syncs)))
+        let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
+        Box::pin(blocking(move || list(&layout, &syncs, &|id| store.log_view(id))))
     }
 
     /// Reads only the sessions `open/` marks (`open_index.rs`).
     fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
         Box::pin(blocking(move || {
-            open_index::list(&layout, &syncs, |id| read_record(&layout, id, &syncs, None), || list(&layout, &syncs))
+            let view = |id: &SessionId| store.log_view(id);
+            open_index::list(
+                &layout,
+                &syncs,
+                |id| read_record(&layout, id, &syncs, view(id)),
+                || list(&layout, &syncs, &view),
+            )
         }))
     }
 
@@ -214,14 +220,9 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
 
 /// The session's record: `session.json`, unless the log carries a newer one past what it
 /// accounts for (a power loss or a kill took `session.json`'s last replacement), or it is torn
-/// and the log carries one. `end`: the log's durable length when it is open here (bytes past it
-/// are not committed yet).
-fn read_record(
-    layout: &Layout,
-    id: &SessionId,
-    syncs: &SyncCounters,
-    end: Option<u64>,
-) -> Result<Option<SessionRecord>> {
+/// and the log carries one. `view`: what this process knows of the log (when `session.json` is
+/// known to be current, the log is not read).
+fn read_record(layout: &Layout, id: &SessionId, syncs: &SyncCounters, view: LogView) -> Result<Option<SessionRecord>> {
     syncs.record_read();
     let path = layout.session_json(id);
     let bytes = match fs::read(&path) {
@@ -230,9 +231,14 @@ fn read_record(
         Err(e) => return Err(Error::io(&path, e)),
     };
     let events = layout.events_path(id);
+    let end = match view {
+        LogView::Open(end) => Some(end),
+        LogView::Current | LogView::Closed => None,
+    };
     match record_file::decode(&bytes) {
-        // Written before records rode in the log: its log carries none.
+        // Written before records rode in the log (its log carries none), or known current.
         Ok((record, None)) => Ok(Some(record)),
+        Ok((record, Some(_))) if view == LogView::Current => Ok(Some(record)),
         Ok((record, Some(from))) => {
             let len = match end {
                 Some(end) => end,
@@ -241,20 +247,24 @@ fn read_record(
             if len <= from {
                 return Ok(Some(record));
             }
+            syncs.log_read();
             Ok(Some(record_file::newest_embedded(&events, from, end)?.map_or(record, |(newer, _)| newer)))
         }
-        Err(error) => match record_file::newest_embedded(&events, 0, end)? {
-            Some((record, _)) => Ok(Some(record)),
-            // Torn before the session's first commit: it never existed for any client.
-            None if record_file::log_len(&events)? == 0 => Ok(None),
-            None => Err(Error::json(&path, error)),
-        },
+        Err(error) => {
+            syncs.log_read();
+            match record_file::newest_embedded(&events, 0, end)? {
+                Some((record, _)) => Ok(Some(record)),
+                // Torn before the session's first commit: it never existed for any client.
+                None if record_file::log_len(&events)? == 0 => Ok(None),
+                None => Err(Error::json(&path, error)),
+            }
+        }
     }
 }
 
 /// Every readable session, oldest first. Unreadable ones are skipped with a warning so one bad
 /// file does not hide the rest.
-fn list(layout: &Layout, syncs: &SyncCounters) -> Result<Vec<SessionRecord>> {
+fn list(layout: &Layout, syncs: &SyncCounters, view: &dyn Fn(&SessionId) -> LogView) -> Result<Vec<SessionRecord>> {
     let dir = layout.sessions_dir();
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -267,7 +277,7 @@ fn list(layout: &Layout, syncs: &SyncCounters) -> Result<Vec<SessionRecord>> {
         let Some(id) = entry.file_name().to_str().and_then(|name| SessionId::parse(name).ok()) else {
             continue;
         };
-        match read_record(layout, &id, syncs, None) {
+        match read_record(layout, &id, syncs, view(&id)) {
             Ok(Some(record)) => records.push(record),
             Ok(None) => {}
             Err(error) => tracing::warn!(session = %id, %error, "skipping an unreadable session"),

@@ -139,3 +139,32 @@ async fn a_record_replaced_before_the_first_commit_is_the_one_that_commit_carrie
     std::fs::write(fx.store.layout().session_json(&id), b"").unwrap();
     assert_eq!(within(fx.reopen().get(&id)).await.unwrap(), Some(titled));
 }
+
+#[tokio::test]
+async fn reading_a_record_reads_no_log_unless_session_json_may_be_behind() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    within(fx.store.append_with_record(&id, vec![delta("message")], with_token(&id, "two"))).await.unwrap();
+    within(fx.store.append(&id, vec![delta("the turn runs")])).await.unwrap();
+    // This process wrote `session.json` after the log's last record: it is current.
+    let reads = fx.store.log_reads();
+    within(fx.store.list()).await.unwrap();
+    within(fx.store.get(&id)).await.unwrap();
+    assert_eq!(fx.store.log_reads(), reads);
+    // After a restart the log has grown past what `session.json` accounts for (the turn's
+    // events): the bytes past it are read once per record read, until the next record write.
+    let store = fx.reopen();
+    assert_eq!(within(store.list()).await.unwrap()[0].continuation_token.as_deref(), Some("two"));
+    assert_eq!(store.log_reads(), 1);
+    let mut waiting = with_token(&id, "two");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(store.update_derived(waiting)).await.unwrap();
+    let reads = store.log_reads();
+    within(store.list()).await.unwrap();
+    assert_eq!(store.log_reads(), reads);
+    // Nor after a restart: `session.json` now accounts for the whole log.
+    let restarted = fx.reopen();
+    within(restarted.list()).await.unwrap();
+    assert_eq!(restarted.log_reads(), 0);
+}
