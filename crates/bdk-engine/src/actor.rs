@@ -160,6 +160,9 @@ pub(crate) struct Actor {
     elsewhere: Option<String>,
     /// A settled turn's closing events the store refused (see the module docs).
     unwritten: Option<Unwritten>,
+    /// Whether this actor has checked its session for a turn a previous process left open
+    /// ([`Actor::close_leftovers`]).
+    checked_leftovers: bool,
 }
 
 impl Actor {
@@ -180,6 +183,7 @@ impl Actor {
             lease: None,
             elsewhere: None,
             unwritten: None,
+            checked_leftovers: false,
         }
     }
 
@@ -230,8 +234,8 @@ impl Actor {
     /// the session on), and a session its last holder left `running` (it died mid-turn) is
     /// closed as start-up recovery closes it, a turn waiting for approvals restored and run by
     /// this actor. Returns how many turns that closed.
-    async fn ensure_lease(&mut self, starting: bool) -> Result<usize> {
-        let Some(leases) = self.core.leases.clone() else { return Ok(0) };
+    async fn ensure_lease(&mut self, starting: bool, own_turn: bool) -> Result<usize> {
+        let Some(leases) = self.core.leases.clone() else { return self.close_leftovers(own_turn).await };
         if self.lease.is_some() {
             return Ok(0);
         }
@@ -270,11 +274,45 @@ impl Actor {
         }
     }
 
+    /// Without session leases: the first time this actor loads a record that says `running` (a
+    /// turn may be open), unless its first command starts or continues a turn itself, closes
+    /// what the log leaves open as start-up recovery does (a turn waiting for approvals is
+    /// restored and run here). Start-up recovery finds such sessions through the store's index
+    /// of open sessions, which a power loss can take an entry from (the filesystem store does
+    /// not sync it): this closes that session's turn at its next use instead. No actor runs
+    /// a turn for the session meanwhile (this one is its only actor), so whatever the log leaves
+    /// open is a previous process's. A subagent's child session is skipped: its turn runs in its
+    /// parent's, not in an actor. Once per actor; a settled record costs nothing more than
+    /// loading it. Returns how many turns it closed.
+    async fn close_leftovers(&mut self, own_turn: bool) -> Result<usize> {
+        if std::mem::replace(&mut self.checked_leftovers, true) || own_turn || self.running.is_some() {
+            return Ok(0);
+        }
+        let record = self.record().await?.clone();
+        if record.status.is_some_and(|s| s != SessionStatus::Running) || record.channel == crate::subagents::CHANNEL {
+            return Ok(0);
+        }
+        let (closed, plan) = crate::recovery::recover_log(&self.core, &record, true).await?;
+        self.record = None;
+        self.conversation = None;
+        if closed > 0 {
+            tracing::info!(session = %self.id, turns = closed, "closed turns a previous process left open");
+        }
+        if let Some(plan) = plan {
+            let turn = plan.turn.clone();
+            let resumed = Box::new(plan.restore(&self.core, &self.id));
+            self.resume(turn.clone(), resumed).await?;
+            tracing::info!(session = %self.id, %turn, "restored a turn waiting for approval");
+        }
+        Ok(closed)
+    }
+
     /// Handles one command. Returns `false` when the session does not exist or another replica
     /// holds its lease (the actor should answer what is queued and exit).
     async fn handle(&mut self, command: Command) -> bool {
         let starting = matches!(command, Command::Start { .. });
-        let recovered = match self.ensure_lease(starting).await {
+        let own_turn = matches!(command, Command::Start { .. } | Command::Resume { .. } | Command::Recover { .. });
+        let recovered = match self.ensure_lease(starting, own_turn).await {
             Ok(n) => n,
             Err(EngineError::LeasedElsewhere { session, replica }) => {
                 match command {

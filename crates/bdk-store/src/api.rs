@@ -59,6 +59,9 @@ impl From<EventData> for NewEvent {
 /// last-writer-wins.
 pub trait SessionStore: Send + Sync + fmt::Debug {
     /// Creates the session with an empty event log. Fails with `SessionExists` if the id is taken.
+    /// The record is durable by the time the session's first append is: a backend may make it
+    /// durable in that append's commit (the filesystem does), so a session nobody appended to
+    /// can be lost to a power loss.
     fn create(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>>;
 
     /// The session's record, or `None` when it does not exist (or its folder was deleted).
@@ -118,9 +121,9 @@ pub trait EventLog: Send + Sync + fmt::Debug {
     /// [`SessionStore::update`] does) with the same durability: both are durable when it
     /// resolves. An accepted message and the continuation token it rotates are written so.
     /// An error means none of `events` was recorded. A backend with transactions writes both
-    /// in one (one durable commit; an error means neither was written); the filesystem
-    /// replaces the record first, then appends (after an error the record may be the new one:
-    /// the caller keeps its own copy of the old one).
+    /// in one (one durable commit; an error means neither was written); the filesystem writes
+    /// the record into the same log commit as the events, then replaces `session.json` without
+    /// a sync (an error means neither was written; see `fs/record_file.rs`).
     fn append_with_record<'a>(
         &'a self,
         session: &'a SessionId,

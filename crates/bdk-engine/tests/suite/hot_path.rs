@@ -10,9 +10,9 @@ use serde_json::json;
 use super::support::{Fixture, filesystem_only, follow, settled, within};
 
 #[tokio::test]
-async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs() {
+async fn a_new_session_text_turn_makes_two_file_syncs_and_two_directory_syncs() {
     if filesystem_only(
-        "a_new_session_text_turn_makes_three_file_syncs_and_three_directory_syncs",
+        "a_new_session_text_turn_makes_two_file_syncs_and_two_directory_syncs",
         "the store's fsync counters",
     ) {
         return;
@@ -21,11 +21,11 @@ async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_sync
     let before = fx.fs.syncs();
     let started = fx.start("hi").await;
     settled(&fx.engine, &started.session_id, 1).await;
-    // session.json (created durably with its folder), then two group commits of the log: the
-    // POST's `session.started` + `message.received`, and the whole turn with `session.waiting`.
-    // Directories: the session folder's entries, `sessions/` for the new folder, and `open/`
-    // for the session's marker in the index of open sessions.
-    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 3 });
+    // Two group commits of the log: the POST's `session.started` + `message.received`, which
+    // also carries the session's first record (`session.json` is replaced without a sync), and
+    // the whole turn with `session.waiting`. Directories: the session folder's entries and
+    // `sessions/` for the new folder. The open-session marker is not synced.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 2, dir_syncs: 2 });
 
     let before = fx.fs.syncs();
     let reply = within(
@@ -35,9 +35,9 @@ async fn a_new_session_text_turn_makes_three_file_syncs_and_three_directory_sync
     .unwrap();
     assert!(reply.turn_id.is_some());
     settled(&fx.engine, &started.session_id, 2).await;
-    // The rotated token in session.json (file + folder), `message.received`, the turn; `open/`
-    // for the marker the waiting session gets back as it runs again.
-    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 3, dir_syncs: 2 });
+    // `message.received` with the rotated token's record in the same commit, then the turn.
+    // No directory: `session.json` and the marker the waiting session gets back are not synced.
+    assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 2, dir_syncs: 0 });
 }
 
 #[tokio::test]

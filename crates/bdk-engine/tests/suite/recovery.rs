@@ -258,3 +258,41 @@ async fn the_open_index_is_built_once_from_an_older_state_folder_and_drops_stale
     within(store.delete(&open)).await.unwrap();
     assert!(!state.join("open").join(open.to_string()).exists());
 }
+
+#[tokio::test]
+async fn a_turn_whose_open_marker_was_lost_is_closed_at_the_sessions_next_use() {
+    //! Guards: the filesystem store does not sync the open-session markers, so a power loss can
+    //! take one. Start-up recovery then does not see that session; its open turn is closed when
+    //! the session is next used, before the follow-up's own message, and the follow-up runs.
+    if filesystem_only(
+        "a_turn_whose_open_marker_was_lost_is_closed_at_the_sessions_next_use",
+        "the open-session index folder",
+    ) {
+        return;
+    }
+    let fx = Fixture::echo().await;
+    let state = fx.dir.path().join("test");
+    let (id, token) = {
+        let store = fx.store();
+        let written = interrupted_session(&store.stores(), SessionMode::Chat).await;
+        store.close_log(&written.0);
+        // An earlier start built the index.
+        assert_eq!(within(store.list_open()).await.unwrap().len(), 1);
+        written
+    };
+    std::fs::remove_file(state.join("open").join(id.to_string())).unwrap();
+
+    let provider = Arc::new(ScriptedProvider::new(vec![say("back again")]));
+    let engine = fx.restart(provider.clone());
+    assert_eq!(within(engine.recover()).await.unwrap(), 0, "start-up does not see the session");
+    within(engine.follow_up(&id, follow("are you there?", &token, Admission::Preempt))).await.unwrap();
+    let events = settled(&engine, &id, 2).await;
+    let types = types(&events);
+    let failed = types.iter().position(|t| *t == "turn.failed").expect("the left turn is closed");
+    let received = types.iter().rposition(|t| *t == "message.received").unwrap();
+    assert!(failed < received, "{types:?}");
+    let Some(EventData::TurnFailed(closed)) = events.get(failed).map(|e| &e.data) else { panic!() };
+    assert_eq!(closed.error, Some(FailureCode::HostRestarted));
+    assert_eq!(Trajectory::from_events(&events).reply.as_deref(), Some("back again"));
+    assert_eq!(types.iter().filter(|t| **t == "turn.failed").count(), 1, "{types:?}");
+}

@@ -29,11 +29,13 @@ use tokio::sync::{broadcast, oneshot};
 use super::blocking;
 use super::handoff;
 use super::live::LiveChannel;
+use super::record_file::{self, RecordFiles};
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
 use super::writer::{self, WriterHandle};
 use crate::api::{NewEvent, SharedEvent};
 use crate::error::{Error, Result};
+use crate::record::SessionRecord;
 
 /// Tuning for the filesystem backend.
 #[derive(Debug, Clone)]
@@ -143,6 +145,9 @@ pub(crate) struct Shared {
     file: Mutex<FileSide>,
     /// The writer found the session deleted and takes no more appends for this log.
     stopped: AtomicBool,
+    /// `session.json` holds the newest record this log carries: it was written since the log
+    /// was opened here, and its last write worked. Reads of the record then skip the log.
+    record_current: AtomicBool,
 }
 
 impl Shared {
@@ -183,6 +188,25 @@ impl Shared {
         self.file.lock().unwrap()
     }
 
+    /// Runs `replace` (which writes `session.json` outside the log) with no commit of this log
+    /// in progress, so it cannot interleave with a commit's own replacement of the file. It gets
+    /// the log's durable length and a created session's first record not yet committed, which
+    /// it may replace with a newer one: the first commit then carries that.
+    pub fn replacing_record(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> Result<()>) -> Result<()> {
+        let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let len = self.state().len;
+        let replaced = replace(len, &mut side.pending);
+        if replaced.is_ok() {
+            self.record_current.store(true, Ordering::Release);
+        }
+        replaced
+    }
+
+    /// Whether `session.json` holds the newest record this log carries (see the field).
+    pub fn record_current(&self) -> bool {
+        self.record_current.load(Ordering::Acquire)
+    }
+
     /// Refuses every later append to this log; the store replaces it by reopening the file.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
@@ -198,6 +222,8 @@ impl Shared {
 pub(crate) struct AppendRequest {
     pub log: Arc<Shared>,
     pub events: Vec<NewEvent>,
+    /// The session's new record, committed with the events (see `record_file.rs`).
+    pub record: Option<SessionRecord>,
     pub ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
 }
 
@@ -214,13 +240,13 @@ impl LogHandle {
     pub async fn open(
         session: SessionId,
         path: PathBuf,
-        session_json: PathBuf,
+        records: RecordFiles,
         options: &FsStoreOptions,
         writer: WriterHandle,
         syncs: Arc<SyncCounters>,
     ) -> Result<Self> {
         let (recovered, file) = {
-            let (path, session_json, session) = (path.clone(), session_json.clone(), session.clone());
+            let (path, session_json, session) = (path.clone(), records.session_json.clone(), session.clone());
             let syncs = syncs.clone();
             blocking(move || {
                 if !session_json.exists() {
@@ -245,24 +271,29 @@ impl LogHandle {
             commits: 0,
             tail: Tail::default(),
         };
-        let file = FileSide { file, cut_pending: recovered.cut_pending, session_json };
+        let file = FileSide { file, cut_pending: recovered.cut_pending, records, pending: None };
         Ok(Self::with(session, path, recovered.dropped_bytes, durable, file, options, writer, syncs))
     }
 
     /// The log of a session just created: `file` is its empty log, opened for appending, so
-    /// nothing is read or reopened.
+    /// nothing is read or reopened. `record`, the session's first record, goes into the log's
+    /// first commit.
     pub fn created(
-        session: SessionId,
         path: PathBuf,
-        session_json: PathBuf,
+        records: RecordFiles,
+        record: SessionRecord,
         file: File,
         options: &FsStoreOptions,
         writer: WriterHandle,
         syncs: Arc<SyncCounters>,
     ) -> Self {
         let durable = Durable { len: 0, next_index: 0, checkpoints: Vec::new(), commits: 0, tail: Tail::default() };
-        let file = FileSide { file: Some(file), cut_pending: false, session_json };
-        Self::with(session, path, 0, durable, file, options, writer, syncs)
+        let session = record.id.clone();
+        let file = FileSide { file: Some(file), cut_pending: false, records, pending: Some(record) };
+        let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
+        // `create` wrote it, and nothing is in the log yet.
+        handle.shared.record_current.store(true, Ordering::Release);
+        handle
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -285,6 +316,7 @@ impl LogHandle {
             live: LiveChannel::new(options.broadcast_capacity),
             file: Mutex::new(file),
             stopped: AtomicBool::new(false),
+            record_current: AtomicBool::new(false),
         });
         LogHandle { shared, writer }
     }
@@ -295,14 +327,16 @@ impl LogHandle {
         self.shared.is_stopped() || self.writer.is_closed()
     }
 
-    /// Queues `events` and waits until they are durable.
-    pub async fn append(&self, events: Vec<NewEvent>) -> Result<Vec<SharedEvent>> {
+    /// Queues `events` (with the session's new `record`, if set) and waits until they are
+    /// durable. `events` must not be empty when `record` is set.
+    pub async fn append(&self, events: Vec<NewEvent>, record: Option<SessionRecord>) -> Result<Vec<SharedEvent>> {
         if events.is_empty() {
+            debug_assert!(record.is_none(), "a record rides on an event");
             return Ok(Vec::new());
         }
         let (ack, done) = oneshot::channel();
         let closed = || Error::LogClosed(self.shared.session.clone());
-        let request = AppendRequest { log: self.shared.clone(), events, ack };
+        let request = AppendRequest { log: self.shared.clone(), events, record, ack };
         self.writer.send(request).await.map_err(|_| closed())?;
         done.await.map_err(|_| closed())?
     }
@@ -316,7 +350,10 @@ pub(crate) struct FileSide {
     /// The file may hold bytes past the durable length (a failed write that could not be
     /// rolled back, or a torn tail recovery could not cut): cut them before the next write.
     cut_pending: bool,
-    session_json: PathBuf,
+    /// `session.json` and the open-session marker, replaced after a commit carrying a record.
+    records: RecordFiles,
+    /// A created session's first record, until a commit carries it.
+    pending: Option<SessionRecord>,
 }
 
 /// One request's events, encoded and waiting for the commit.
@@ -344,10 +381,16 @@ impl Shared {
         };
         let mut buf = Vec::with_capacity(requests.len() * 512);
         let mut checkpoints = Vec::new();
-        let (staged, index) = writer::assign(next_index, requests, |request, first| {
+        // The newest record the batch carries, and the end of the line carrying it.
+        let mut embedded: Option<(SessionRecord, u64)> = None;
+        let mut pending = side.pending.clone();
+        let (staged, index) = writer::assign(next_index, requests, |mut request, first| {
             let (buf_mark, checkpoint_mark) = (buf.len(), checkpoints.len());
             let mut events = Vec::with_capacity(request.events.len());
             let mut index = first;
+            // A request's own record is newer than a created session's first one.
+            let mut record = request.record.take().or_else(|| pending.clone());
+            let mut carried_to = None;
             for new in request.events {
                 let event = Event {
                     index,
@@ -358,7 +401,10 @@ impl Shared {
                 };
                 let offset = len + buf.len() as u64;
                 let start = buf.len();
-                if let Err(e) = serde_json::to_writer(&mut buf, &event) {
+                let carried = record.take();
+                let encoded = serde_json::to_writer(&mut buf, &event)
+                    .and_then(|()| carried.as_ref().map_or(Ok(()), |r| record_file::embed(&mut buf, r)));
+                if let Err(e) = encoded {
                     // Only this request fails; the rest of the batch is unaffected.
                     buf.truncate(buf_mark);
                     checkpoints.truncate(checkpoint_mark);
@@ -369,8 +415,15 @@ impl Shared {
                 if index.is_multiple_of(CHECKPOINT_EVERY) {
                     checkpoints.push(offset);
                 }
+                if let Some(carried) = carried {
+                    carried_to = Some((carried, len + buf.len() as u64));
+                }
                 events.push((Arc::new(event), buf.len() - start));
                 index += 1;
+            }
+            if carried_to.is_some() {
+                embedded = carried_to;
+                pending = None;
             }
             Some((Staged { ack: request.ack, events }, index - first))
         });
@@ -383,7 +436,7 @@ impl Shared {
 
         // A session folder deleted behind our back must not be written to (the file would be
         // an orphan and the ack a lie).
-        let failed = if side.session_json.exists() {
+        let failed = if side.records.session_json.exists() {
             side.ready(&self.path, len, &self.syncs)
                 .and_then(|file| write_batch(file, &buf, &self.path).map_err(|e| Error::io(&self.path, e)))
                 .err()
@@ -391,7 +444,7 @@ impl Shared {
             Some(Error::SessionNotFound(self.session.clone()))
         };
         let new_len = len + buf.len() as u64;
-        Some(Written { log: self, side, staged, len, new_len, index, checkpoints, failed })
+        Some(Written { log: self, side, staged, len, new_len, index, checkpoints, embedded, failed })
     }
 }
 
@@ -406,6 +459,8 @@ pub(crate) struct Written<'a> {
     /// The index after the last event written.
     index: u64,
     checkpoints: Vec<u64>,
+    /// The newest record the write carries, and the end of its line in the log.
+    embedded: Option<(SessionRecord, u64)>,
     /// Why the write failed, if it did.
     failed: Option<Error>,
 }
@@ -435,6 +490,16 @@ impl<'a> Written<'a> {
         };
         match outcome {
             Ok(()) => {
+                if let Some((record, end)) = self.embedded.take() {
+                    // Durable in the log now; `session.json` follows without a sync, before
+                    // anyone is answered. If this fails, readers rebuild it from the log.
+                    self.side.pending = None;
+                    let replaced = self.side.records.replace(&record, end);
+                    log.record_current.store(replaced.is_ok(), Ordering::Release);
+                    if let Err(error) = replaced {
+                        tracing::warn!(session = %log.session, %error, "could not replace session.json; the log holds the record");
+                    }
+                }
                 let mut tail = Vec::new();
                 let committed = self
                     .staged

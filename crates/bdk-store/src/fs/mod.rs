@@ -14,6 +14,7 @@ mod layout;
 mod live;
 mod log;
 mod open_index;
+mod record_file;
 pub(crate) mod recover;
 mod sessions;
 pub(crate) mod syncs;
@@ -39,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::record::SessionRecord;
 use follow::{FsFollower, Span, read_chunk, start_span};
 use log::LogHandle;
+use record_file::{LogView, RecordFiles};
 use syncs::SyncCounters;
 use writer::WriterHandle;
 
@@ -122,8 +124,9 @@ impl FsStore {
     }
 
     /// How many times this store has opened an event log to read it: recovering a log it
-    /// opens, and reads or follows that start before the events a log keeps in memory. Counted
-    /// so tests see which reads touch the disk.
+    /// opens, reads or follows that start before the events a log keeps in memory, and record
+    /// reads that look in the log for a record newer than `session.json`. Counted so tests see
+    /// which reads touch the disk.
     pub fn log_reads(&self) -> u64 {
         self.inner.syncs.log_reads()
     }
@@ -204,7 +207,7 @@ impl FsStore {
                     let handle = LogHandle::open(
                         session.clone(),
                         path,
-                        layout.session_json(session),
+                        self.record_files(session),
                         &self.inner.options,
                         self.inner.writer.clone(),
                         self.inner.syncs.clone(),
@@ -225,21 +228,44 @@ impl FsStore {
         Err(Error::LogClosed(session.clone()))
     }
 
-    /// Registers the log of a session just created, whose empty file `file` is open for
-    /// appending: its first append needs no recovery and no reopening.
-    fn register_created(&self, session: &SessionId, file: fs::File) {
+    /// Where `session`'s record lives besides its log.
+    fn record_files(&self, session: &SessionId) -> RecordFiles {
         let layout = &self.inner.layout;
+        RecordFiles { session_json: layout.session_json(session), open_marker: open_index::marker(layout, session) }
+    }
+
+    /// What a read of `session`'s record needs to know of its log here (`record_file.rs`).
+    fn log_view(&self, session: &SessionId) -> LogView {
+        let Some(cell) = self.registry().get(session).cloned() else { return LogView::Closed };
+        match cell.get() {
+            Some(handle) if handle.shared.record_current() => LogView::Current,
+            Some(handle) => LogView::Open(handle.shared.state().len),
+            None => LogView::Closed,
+        }
+    }
+
+    /// Registers the log of a session just created, whose empty file `file` is open for
+    /// appending: its first append needs no recovery and no reopening, and carries `record`.
+    /// Gives `record` back when someone opened the log meanwhile (it recovered the same empty
+    /// file, and its handle is kept): the caller must then make the record durable itself.
+    fn register_created(&self, record: SessionRecord, file: fs::File) -> Option<SessionRecord> {
+        let mut logs = self.registry();
+        if logs.contains_key(&record.id) {
+            return Some(record);
+        }
+        let layout = &self.inner.layout;
+        let session = record.id.clone();
         let handle = LogHandle::created(
-            session.clone(),
-            layout.events_path(session),
-            layout.session_json(session),
+            layout.events_path(&session),
+            self.record_files(&session),
+            record,
             file,
             &self.inner.options,
             self.inner.writer.clone(),
             self.inner.syncs.clone(),
         );
-        // Someone who opened the log meanwhile recovered the same empty file: keep theirs.
-        self.registry().entry(session.clone()).or_insert_with(|| Arc::new(OnceCell::new_with(Some(Arc::new(handle)))));
+        logs.insert(session, Arc::new(OnceCell::new_with(Some(Arc::new(handle)))));
+        None
     }
 
     /// Drops `cell` from the registry if it is still the current one for `session`.
@@ -247,6 +273,23 @@ impl FsStore {
         let mut logs = self.registry();
         if logs.get(session).is_some_and(|current| Arc::ptr_eq(current, cell)) {
             logs.remove(session);
+        }
+    }
+}
+
+impl FsStore {
+    async fn append_to_log(
+        &self,
+        session: &SessionId,
+        events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
+    ) -> Result<Vec<SharedEvent>> {
+        let log = self.log(session).await?;
+        match log.append(events, record).await {
+            Err(Error::LogClosed(_)) if !self.inner.layout.session_json(session).exists() => {
+                Err(Error::SessionNotFound(session.clone()))
+            }
+            other => other,
         }
     }
 }
@@ -262,19 +305,12 @@ where
 
 impl EventLog for FsStore {
     fn append<'a>(&'a self, session: &'a SessionId, events: Vec<NewEvent>) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
-        Box::pin(async move {
-            let log = self.log(session).await?;
-            match log.append(events).await {
-                Err(Error::LogClosed(_)) if !self.inner.layout.session_json(session).exists() => {
-                    Err(Error::SessionNotFound(session.clone()))
-                }
-                other => other,
-            }
-        })
+        Box::pin(async move { self.append_to_log(session, events, None).await })
     }
 
-    /// Two durable writes (no transaction spans a log and a file): the record, then the
-    /// events, so an error still means no event was written.
+    /// One durable write: the record rides in the first event's line of the same group commit
+    /// (`record_file.rs`), and `session.json` is replaced, without a sync, before the answer. An
+    /// error means neither was written. With no events, a durable `update`.
     fn append_with_record<'a>(
         &'a self,
         session: &'a SessionId,
@@ -282,8 +318,11 @@ impl EventLog for FsStore {
         record: SessionRecord,
     ) -> BoxFuture<'a, Result<Vec<SharedEvent>>> {
         Box::pin(async move {
-            SessionStore::update(self, record).await?;
-            EventLog::append(self, session, events).await
+            if events.is_empty() {
+                SessionStore::update(self, record).await?;
+                return Ok(Vec::new());
+            }
+            self.append_to_log(session, events, Some(record)).await
         })
     }
 

@@ -1,14 +1,17 @@
 //! The index of sessions that may have an open turn, so restart recovery reads those and not
 //! every `session.json` ever written: `<state>/open/<session-id>`, one empty marker file each.
 //!
-//! A marker is created, durably (the file, then one `fsync` of `open/`), before a record saying
-//! `running` (or a record with no status) is written, so a session whose status says running
-//! always has its marker, whatever crash comes after. It is removed, without a sync, once a
-//! settled status (`waiting`, `completed`, `failed`) is written or the session is deleted. A
-//! marker can thus outlive what it stands for (a crash after the settled write, or a session
-//! folder deleted by hand); [`list`] checks each against its record and removes the stale ones.
-//! A session that stays running (follow-ups while a turn runs) finds its marker present and
-//! pays nothing.
+//! A marker is created before a record saying `running` (or a record with no status) is
+//! written, and removed, once a settled status (`waiting`, `completed`, `failed`) is written or
+//! the session is deleted. Neither is synced: a process that dies (SIGKILL, a panic) leaves the
+//! marker in the kernel's hands, so restart recovery finds it. A power loss can lose a marker
+//! made shortly before it (a new session's, or a waiting session's that took a message); such a
+//! session's open turn is closed when the session is next used instead (the engine checks a
+//! record that says `running` when an actor first loads it), and its record, rebuilt from the
+//! log, still says `running`. A marker can also outlive what it stands for (a crash after the
+//! settled write, or a session folder deleted by hand); [`list`] checks each against its record
+//! and removes the stale ones. A session that stays running (follow-ups while a turn runs)
+//! finds its marker present and pays nothing.
 //!
 //! `open/.built` says the index is complete. Without it (a state folder from a build before the
 //! index, or one whose `open/` was lost), the first [`list`] reads every record once, marks the
@@ -41,31 +44,38 @@ pub(crate) fn is_open(status: Option<SessionStatus>) -> bool {
     status.is_none_or(|s| s == SessionStatus::Running)
 }
 
-/// Makes sure `id` has a durable marker (a no-op when it has one).
-pub(crate) fn mark(layout: &Layout, id: &SessionId, syncs: &SyncCounters) -> Result<()> {
-    let dir = dir(layout);
-    let path = dir.join(id.as_str());
+/// Where `id`'s marker lives.
+pub(crate) fn marker(layout: &Layout, id: &SessionId) -> PathBuf {
+    dir(layout).join(id.as_str())
+}
+
+/// Makes sure the marker at `path` exists (a no-op when it does). Not synced (see the module
+/// docs): a process that dies keeps it; a power loss can lose it.
+pub(crate) fn mark_at(path: &Path) -> Result<()> {
     if path.exists() {
         return Ok(());
     }
-    match File::create(&path) {
-        Ok(_) => {}
+    match File::create(path) {
+        Ok(_) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            // First marker of this state folder. Without `.built` the folder is not trusted yet,
-            // so the folder's own entry needs no sync.
-            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            File::create(&path).map_err(|e| Error::io(&path, e))?;
+            // First marker of this state folder.
+            let dir = path.parent().unwrap_or(path);
+            fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            File::create(path).map(drop).map_err(|e| Error::io(path, e))
         }
-        Err(e) => return Err(Error::io(&path, e)),
+        Err(e) => Err(Error::io(path, e)),
     }
-    syncs.dir(&dir).map_err(|e| Error::io(&dir, e))
 }
 
 /// Removes `id`'s marker, if any. Not synced: a marker that comes back after a crash is stale
 /// and [`list`] drops it.
 pub(crate) fn unmark(layout: &Layout, id: &SessionId) {
-    let path = dir(layout).join(id.as_str());
-    if let Err(error) = fs::remove_file(&path)
+    unmark_at(&marker(layout, id));
+}
+
+/// Removes the marker at `path`, if any (see [`unmark`]).
+pub(crate) fn unmark_at(path: &Path) {
+    if let Err(error) = fs::remove_file(path)
         && error.kind() != io::ErrorKind::NotFound
     {
         tracing::warn!(path = %path.display(), %error, "could not remove an open-session marker");

@@ -1,5 +1,7 @@
-//! Session metadata on disk: `sessions/<id>/session.json`, written atomically. A session exists
-//! exactly when its `session.json` does, so deleting the folder removes the session.
+//! Session metadata on disk: `sessions/<id>/session.json`, replaced atomically, and backed by
+//! the records the event log carries (`record_file.rs`). A session exists when its folder has a
+//! `session.json` that is readable or whose log carries a record, so deleting the folder
+//! removes the session.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -9,6 +11,7 @@ use bdk_protocol::SessionId;
 
 use super::atomic::{replace_atomic, write_atomic};
 use super::open_index;
+use super::record_file::{self, LogView, encode};
 use super::syncs::SyncCounters;
 use super::{FsStore, Layout, blocking};
 use crate::api::{BoxFuture, SessionStore};
@@ -24,18 +27,29 @@ impl SessionStore for FsStore {
         // still point at the old, unlinked file.
         self.close_log(&record.id);
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        let id = record.id.clone();
         Box::pin(async move {
-            let file = blocking(move || create(&layout, &record, &syncs)).await?;
-            self.register_created(&id, file);
+            let file = {
+                let record = record.clone();
+                blocking(move || create(&layout, &record, &syncs)).await?
+            };
+            if let Some(record) = self.register_created(record, file) {
+                // Its log was opened meanwhile and will not carry the record: sync it here.
+                let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+                blocking(move || {
+                    let path = layout.session_json(&record.id);
+                    write_atomic(&path, &encode(&record, Some(0))?, &syncs).map_err(|e| Error::io(&path, e))
+                })
+                .await?;
+            }
             Ok(())
         })
     }
 
     fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<Option<SessionRecord>>> {
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        let view = self.log_view(id);
         let id = id.clone();
-        Box::pin(blocking(move || read_record(&layout, &id, &syncs)))
+        Box::pin(blocking(move || read_record(&layout, &id, &syncs, view)))
     }
 
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
@@ -47,15 +61,21 @@ impl SessionStore for FsStore {
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        Box::pin(blocking(move || list(&layout, &syncs)))
+        let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
+        Box::pin(blocking(move || list(&layout, &syncs, &|id| store.log_view(id))))
     }
 
     /// Reads only the sessions `open/` marks (`open_index.rs`).
     fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
         Box::pin(blocking(move || {
-            open_index::list(&layout, &syncs, |id| read_record(&layout, id, &syncs), || list(&layout, &syncs))
+            let view = |id: &SessionId| store.log_view(id);
+            open_index::list(
+                &layout,
+                &syncs,
+                |id| read_record(&layout, id, &syncs, view(id)),
+                || list(&layout, &syncs, &view),
+            )
         }))
     }
 
@@ -92,54 +112,87 @@ impl FsStore {
 const PROBE_FILE: &str = ".write-probe";
 
 impl FsStore {
-    /// Replaces an existing session's `session.json` with `write` (durable or not).
+    /// Replaces an existing session's `session.json` with `write` (durable or not). It accounts
+    /// for every record the log carries so far (`record_file.rs`), so the log's durable length
+    /// is read first, opening the log if it is not open.
     fn replace_record(
         &self,
         record: SessionRecord,
         write: fn(&std::path::Path, &[u8], &SyncCounters) -> io::Result<()>,
     ) -> BoxFuture<'_, Result<()>> {
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-        Box::pin(blocking(move || {
-            let path = layout.session_json(&record.id);
-            if !path.exists() {
-                return Err(Error::SessionNotFound(record.id));
-            }
-            let bytes = encode(&record)?;
-            let open = open_index::is_open(record.status);
-            if open {
-                open_index::mark(&layout, &record.id, &syncs)?;
-            }
-            match write(&path, &bytes, &syncs) {
-                // The folder went away between the check and the write.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id)),
-                Ok(()) if !open => {
-                    open_index::unmark(&layout, &record.id);
-                    Ok(())
+        Box::pin(async move {
+            let log = match self.log(&record.id).await {
+                Ok(log) => Some(log.shared.clone()),
+                Err(Error::SessionNotFound(id)) => return Err(Error::SessionNotFound(id)),
+                // Unreadable (damaged): its length on disk, read below.
+                Err(error) => {
+                    tracing::warn!(session = %record.id, %error, "cannot open the log to replace its record");
+                    None
                 }
-                other => other.map_err(|e| Error::io(&path, e)),
-            }
-        }))
+            };
+            let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+            blocking(move || match log {
+                Some(log) => log.replacing_record(|len, first| {
+                    // Not committed yet: the first commit carries this record instead.
+                    if first.is_some() {
+                        *first = Some(record.clone());
+                    }
+                    replace_record(&layout, &record, Some(len), write, &syncs)
+                }),
+                None => replace_record(&layout, &record, None, write, &syncs),
+            })
+            .await
+        })
     }
 }
 
-fn encode(record: &SessionRecord) -> Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec_pretty(record).map_err(Error::Encode)?;
-    bytes.push(b'\n');
-    Ok(bytes)
+fn replace_record(
+    layout: &Layout,
+    record: &SessionRecord,
+    log_bytes: Option<u64>,
+    write: fn(&std::path::Path, &[u8], &SyncCounters) -> io::Result<()>,
+    syncs: &SyncCounters,
+) -> Result<()> {
+    let path = layout.session_json(&record.id);
+    if !path.exists() {
+        return Err(Error::SessionNotFound(record.id.clone()));
+    }
+    let log_bytes = match log_bytes {
+        Some(len) => len,
+        None => record_file::log_len(&layout.events_path(&record.id))?,
+    };
+    let bytes = encode(record, Some(log_bytes))?;
+    let open = open_index::is_open(record.status);
+    let marker = open_index::marker(layout, &record.id);
+    if open {
+        open_index::mark_at(&marker)?;
+    }
+    match write(&path, &bytes, syncs) {
+        // The folder went away between the check and the write.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::SessionNotFound(record.id.clone())),
+        Ok(()) if !open => {
+            open_index::unmark_at(&marker);
+            Ok(())
+        }
+        other => other.map_err(|e| Error::io(&path, e)),
+    }
 }
 
 /// Folder, empty log, then `session.json` last: a crash midway leaves an invisible folder.
 ///
-/// Durable syncs: `session.json`'s data (one file sync), the session folder (its two entries)
-/// and `sessions/` (the new folder): two directory syncs. The empty log needs no sync of its
-/// own: its entry is made durable by the folder's sync, and it has no data yet.
+/// Durable syncs: the session folder (its two entries) and `sessions/` (the new folder): two
+/// directory syncs. Neither file's data is synced here: the log is empty, and the record rides
+/// in the log's first commit (the session's first events), which makes it durable; until then
+/// `session.json` is replaced without a sync, and a power loss before that commit can leave it
+/// torn (no client was told of the session yet, and [`read_record`] then finds none).
 ///
-/// A record that may have an open turn gets its `open/` marker first (one more directory sync).
+/// A record that may have an open turn gets its `open/` marker first (not synced either, see
+/// `open_index.rs`).
 ///
 /// Returns the empty log, open for appending, for the store's registry of open logs.
 fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<File> {
     if open_index::is_open(record.status) {
-        open_index::mark(layout, &record.id, syncs)?;
+        open_index::mark_at(&open_index::marker(layout, &record.id))?;
     }
     let dir = layout.session_dir(&record.id);
     match fs::create_dir(&dir) {
@@ -148,11 +201,13 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
         Err(e) => return Err(Error::io(&dir, e)),
     }
     let result = (|| {
-        let bytes = encode(record)?;
+        // Accounts for no record in the log: the one the first commit carries wins (the same).
+        let bytes = encode(record, Some(0))?;
         let events = layout.events_path(&record.id);
         let log = OpenOptions::new().append(true).create_new(true).open(&events).map_err(|e| Error::io(&events, e))?;
         let json = layout.session_json(&record.id);
-        write_atomic(&json, &bytes, syncs).map_err(|e| Error::io(&json, e))?;
+        replace_atomic(&json, &bytes).map_err(|e| Error::io(&json, e))?;
+        syncs.dir(&dir).map_err(|e| Error::io(&dir, e))?;
         let sessions = layout.sessions_dir();
         syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
         Ok(log)
@@ -163,7 +218,11 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
     result
 }
 
-fn read_record(layout: &Layout, id: &SessionId, syncs: &SyncCounters) -> Result<Option<SessionRecord>> {
+/// The session's record: `session.json`, unless the log carries a newer one past what it
+/// accounts for (a power loss or a kill took `session.json`'s last replacement), or it is torn
+/// and the log carries one. `view`: what this process knows of the log (when `session.json` is
+/// known to be current, the log is not read).
+fn read_record(layout: &Layout, id: &SessionId, syncs: &SyncCounters, view: LogView) -> Result<Option<SessionRecord>> {
     syncs.record_read();
     let path = layout.session_json(id);
     let bytes = match fs::read(&path) {
@@ -171,12 +230,41 @@ fn read_record(layout: &Layout, id: &SessionId, syncs: &SyncCounters) -> Result<
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(&path, e)),
     };
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| Error::json(&path, e))
+    let events = layout.events_path(id);
+    let end = match view {
+        LogView::Open(end) => Some(end),
+        LogView::Current | LogView::Closed => None,
+    };
+    match record_file::decode(&bytes) {
+        // Written before records rode in the log (its log carries none), or known current.
+        Ok((record, None)) => Ok(Some(record)),
+        Ok((record, Some(_))) if view == LogView::Current => Ok(Some(record)),
+        Ok((record, Some(from))) => {
+            let len = match end {
+                Some(end) => end,
+                None => record_file::log_len(&events)?,
+            };
+            if len <= from {
+                return Ok(Some(record));
+            }
+            syncs.log_read();
+            Ok(Some(record_file::newest_embedded(&events, from, end)?.map_or(record, |(newer, _)| newer)))
+        }
+        Err(error) => {
+            syncs.log_read();
+            match record_file::newest_embedded(&events, 0, end)? {
+                Some((record, _)) => Ok(Some(record)),
+                // Torn before the session's first commit: it never existed for any client.
+                None if record_file::log_len(&events)? == 0 => Ok(None),
+                None => Err(Error::json(&path, error)),
+            }
+        }
+    }
 }
 
 /// Every readable session, oldest first. Unreadable ones are skipped with a warning so one bad
 /// file does not hide the rest.
-fn list(layout: &Layout, syncs: &SyncCounters) -> Result<Vec<SessionRecord>> {
+fn list(layout: &Layout, syncs: &SyncCounters, view: &dyn Fn(&SessionId) -> LogView) -> Result<Vec<SessionRecord>> {
     let dir = layout.sessions_dir();
     let entries = match fs::read_dir(&dir) {
         Ok(entries) => entries,
@@ -189,7 +277,7 @@ fn list(layout: &Layout, syncs: &SyncCounters) -> Result<Vec<SessionRecord>> {
         let Some(id) = entry.file_name().to_str().and_then(|name| SessionId::parse(name).ok()) else {
             continue;
         };
-        match read_record(layout, &id, syncs) {
+        match read_record(layout, &id, syncs, view(&id)) {
             Ok(Some(record)) => records.push(record),
             Ok(None) => {}
             Err(error) => tracing::warn!(session = %id, %error, "skipping an unreadable session"),

@@ -57,7 +57,8 @@ impl SyncCounters {
         self.records.load(Ordering::Relaxed)
     }
 
-    /// Counts one opening of an event log to read it (recovery, or a read past the memory tail).
+    /// Counts one opening of an event log to read it (recovery, a read past the memory tail, or
+    /// a record read that looks for a newer record in the log).
     pub fn log_read(&self) {
         self.log_reads.fetch_add(1, Ordering::Relaxed);
     }

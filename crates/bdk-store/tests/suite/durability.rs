@@ -50,10 +50,15 @@ async fn each_line_is_the_event_json() {
         result: Some("ok".into()),
         duration_ms: None,
     });
+    // The session's first commit also carries its record (`records.rs`); the lines after it
+    // are the events alone.
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    let first = std::fs::read_to_string(fx.store.layout().events_path(&id)).unwrap();
     let acked = within(fx.store.append(&id, vec![NewEvent::new(done)])).await.unwrap();
     let text = std::fs::read_to_string(fx.store.layout().events_path(&id)).unwrap();
+    let text = &text[first.len()..];
     assert_eq!(text, format!("{}\n", serde_json::to_string(&*acked[0]).unwrap()));
-    assert!(text.starts_with(&format!("{{\"type\":\"turn.completed\",\"index\":0,\"sessionId\":\"{id}\",\"at\":\"")));
+    assert!(text.starts_with(&format!("{{\"type\":\"turn.completed\",\"index\":1,\"sessionId\":\"{id}\",\"at\":\"")));
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod follow;
 mod host_data;
 mod indices;
 mod kv;
+mod records;
 mod recovery;
 mod replay;
 mod sessions;
