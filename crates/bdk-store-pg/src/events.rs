@@ -118,8 +118,10 @@ impl EventLog for PgStore {
     fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let statement =
-                client.prepare_cached("SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2").await.map_err(db)?;
+            let statement = client
+                .prepare_cached("SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2")
+                .await
+                .map_err(db)?;
             let row = client.query_opt(&statement, &[&&*self.agent, &session.as_str()]).await.map_err(db)?;
             match row {
                 Some(row) => Ok(row.get::<_, i64>(0) as u64),
@@ -169,7 +171,8 @@ impl EventFollower for PgFollower {
                 // Woken by a commit this replica knows the extent of, and already past it.
                 let skip = std::mem::take(&mut self.woken)
                     && notifier.caught_up(&self.store.agent, self.session.as_str(), self.next);
-                let read = if skip { Ok(Vec::new()) } else { self.store.read_rows(&self.session, self.next, CHUNK).await };
+                let read =
+                    if skip { Ok(Vec::new()) } else { self.store.read_rows(&self.session, self.next, CHUNK).await };
                 match read {
                     Ok(events) if !events.is_empty() => {
                         for event in events {

@@ -56,15 +56,19 @@ pub(crate) struct CountingConnect {
 }
 
 impl Connect for CountingConnect {
-    fn connect(
-        &self,
-        config: &tokio_postgres::Config,
-    ) -> Pin<Box<dyn Future<Output = Connected> + Send + '_>> {
+    fn connect(&self, config: &tokio_postgres::Config) -> Pin<Box<dyn Future<Output = Connected> + Send + '_>> {
         let config = config.clone();
         let wire = self.wire.clone();
         Box::pin(async move {
             let (client, connection) = match open(&config).await {
-                Ok(socket) => config.connect_raw(Counted { inner: socket, wire, unflushed: false, parser: Parser::default() }, NoTls).await?,
+                Ok(socket) => {
+                    config
+                        .connect_raw(
+                            Counted { inner: socket, wire, unflushed: false, parser: Parser::default() },
+                            NoTls,
+                        )
+                        .await?
+                }
                 // The driver's own connect names what failed (there is no other way to build its error).
                 Err(_) => {
                     let (client, connection) = config.connect(NoTls).await?;
@@ -185,7 +189,8 @@ impl Parser {
                 return;
             }
             let at = header_len - 4;
-            let length = u32::from_be_bytes([self.header[at], self.header[at + 1], self.header[at + 2], self.header[at + 3]]);
+            let length =
+                u32::from_be_bytes([self.header[at], self.header[at + 1], self.header[at + 2], self.header[at + 3]]);
             if self.started {
                 match self.header[0] {
                     b'E' | b'Q' => {
@@ -220,7 +225,9 @@ mod tests {
         let mut stream = Vec::new();
         stream.extend_from_slice(&12u32.to_be_bytes());
         stream.extend_from_slice(&[0, 3, 0, 0, 0, 0, 0, 0]);
-        for (kind, body) in [(b'P', &b"stmt"[..]), (b'B', b"x"), (b'E', b""), (b'S', b""), (b'Q', b"BEGIN; SET LOCAL x")] {
+        for (kind, body) in
+            [(b'P', &b"stmt"[..]), (b'B', b"x"), (b'E', b""), (b'S', b""), (b'Q', b"BEGIN; SET LOCAL x")]
+        {
             stream.extend(message(kind, body));
         }
         for chunk in [1, 3, 7, 100] {
