@@ -508,15 +508,21 @@ impl Actor {
         Ok((token, Some(next)))
     }
 
+    /// The record with `status`, when that changes it.
+    fn settled_record(&self, status: SessionStatus) -> Option<SessionRecord> {
+        let record = self.record.as_ref().filter(|r| r.status != Some(status))?;
+        let mut next = record.clone();
+        next.status = Some(status);
+        next.updated_at = bdk_protocol::event::timestamp_now();
+        Some(next)
+    }
+
     /// Records `status` in `session.json` if it changed. The closing event is already durable,
     /// so the write does not wait for an fsync (the status is derived data: recovery rebuilds it
     /// from the log after a crash) and a failure is logged, not returned: the listing shows the
     /// old status until recovery.
     async fn save_status(&mut self, status: SessionStatus) {
-        let Some(record) = self.record.as_ref().filter(|r| r.status != Some(status)) else { return };
-        let mut next = record.clone();
-        next.status = Some(status);
-        next.updated_at = bdk_protocol::event::timestamp_now();
+        let Some(next) = self.settled_record(status) else { return };
         match self.core.stores.sessions.update_derived(next.clone()).await {
             Ok(()) => self.record = Some(next),
             Err(error) => tracing::error!(session = %self.id, %error, "could not record the session's status"),
@@ -696,9 +702,17 @@ impl Actor {
         let tools = std::mem::take(&mut outcome.tools);
         let (events, status) = self.settle_events(outcome);
         crate::turn_log::closed(&self.id, &events, &tools);
-        match self.append(events.clone()).await {
+        // On a shared database (session leases) the settled status rides in the closing
+        // events' transaction: one commit instead of two, and no listing shows the session
+        // `running` after its `session.waiting`. On the filesystem the derived status replaces
+        // `session.json` after the append, as restart recovery can rebuild it.
+        let settled = self.core.leases.as_ref().and_then(|_| self.settled_record(status));
+        match self.append_with(events.clone(), settled.clone()).await {
             Ok(()) => {
-                self.save_status(status).await;
+                match settled {
+                    Some(record) => self.record = Some(record),
+                    None => self.save_status(status).await,
+                }
                 Ok(())
             }
             Err(EngineError::Store(error)) if error.is_write_fault() || error.is_unavailable() => {

@@ -3,7 +3,8 @@
 //! scripted provider in-process, so what is measured is the host: latency of one text turn
 //! (request to the durable `session.waiting`, p50/p95/p99; a new session's first turn and a
 //! follow-up) with the commits each turn made (the replica's counters: durable commits wait for
-//! the WAL flush, relaxed ones do not), and turns per second with 1 and with 3
+//! the WAL flush, relaxed ones do not) and the round trips and statements its pool sent (counted
+//! on the wire, `PgOptions::count_round_trips`), and turns per second with 1 and with 3
 //! replicas (each its own pool, `LISTEN` connection and session leases) on one database, the
 //! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
 //! one running it (so every follow-up is forwarded to the lease holder).
@@ -35,7 +36,7 @@ async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabas
 
 /// A replica on `url` (its search path names the test schema).
 async fn replica_at(url: &str, local: &std::path::Path) -> (Engine, Arc<PgDatabase>) {
-    let options = PgOptions { pool_size: 16, ..PgOptions::default() };
+    let options = PgOptions { pool_size: 16, count_round_trips: true, ..PgOptions::default() };
     let database = PgDatabase::connect(url, &options).await.unwrap();
     let store = PgStore::new(database.clone(), "bench", local.join(format!("r{}", fastrand_suffix())));
     let config = AgentConfig {
@@ -97,14 +98,16 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// What one replica's database did while `f` ran: durable and relaxed commits, appends.
+/// What one replica's database did while `f` ran: durable and relaxed commits, appends, and
+/// what its pool sent (counted on the wire).
 struct Counted {
     commits: bdk_store_pg::Commits,
     appends: u64,
+    wire: bdk_store_pg::RoundTrips,
 }
 
 fn counted(database: &PgDatabase) -> Counted {
-    Counted { commits: database.commits(), appends: database.append_batches().1 }
+    Counted { commits: database.commits(), appends: database.append_batches().1, wire: database.round_trips() }
 }
 
 fn per_turn(before: &Counted, after: &Counted, turns: usize) -> String {
@@ -112,7 +115,13 @@ fn per_turn(before: &Counted, after: &Counted, turns: usize) -> String {
     let durable = (after.commits.durable - before.commits.durable) as f64 / n;
     let relaxed = (after.commits.relaxed - before.commits.relaxed) as f64 / n;
     let appends = (after.appends - before.appends) as f64 / n;
-    format!("{durable:.2} durable + {relaxed:.2} relaxed commits per turn ({appends:.2} event appends)")
+    let trips = (after.wire.round_trips - before.wire.round_trips) as f64 / n;
+    let statements = (after.wire.statements - before.wire.statements) as f64 / n;
+    let prepared = (after.wire.prepared - before.wire.prepared) as f64 / n;
+    format!(
+        "{durable:.2} durable + {relaxed:.2} relaxed commits per turn ({appends:.2} event appends); \
+         {trips:.2} round trips carrying {statements:.2} statements ({prepared:.2} prepared) per turn"
+    )
 }
 
 fn summary(samples: &mut [Duration]) -> String {

@@ -10,6 +10,7 @@ use tokio_postgres::NoTls;
 use crate::error::{PgError, Result};
 use crate::migrate::{self, MigrationReport};
 use crate::notify::Notifier;
+use crate::wire::{CountingConnect, RoundTrips, Wire};
 use crate::writer::Writer;
 
 /// How to open a database. Defaults: 16 connections, 5 s to connect or to wait for a free
@@ -29,6 +30,10 @@ pub struct PgOptions {
     /// How long a session lease outlives its holder's last heartbeat (renewed every third of
     /// it): the bound on noticing that the replica running a turn died. Default 10 s.
     pub session_lease: Duration,
+    /// Count what the pool's connections send ([`PgDatabase::round_trips`]): the connections
+    /// are opened on a counting socket (TCP or Unix; no TLS, as without it). For benchmarks
+    /// and tests; off by default.
+    pub count_round_trips: bool,
 }
 
 impl Default for PgOptions {
@@ -40,6 +45,7 @@ impl Default for PgOptions {
             wait_timeout: Duration::from_secs(5),
             migrate: true,
             session_lease: DEFAULT_SESSION_LEASE,
+            count_round_trips: false,
         }
     }
 }
@@ -58,6 +64,8 @@ pub struct PgDatabase {
     pub(crate) writer: Writer,
     /// Write transactions so far (see [`PgDatabase::commits`]).
     counters: Counters,
+    /// What the pool's connections sent, when counted (see [`PgDatabase::round_trips`]).
+    wire: Arc<Wire>,
     /// The lease tokens this replica holds, by (agent, session): appends to those sessions are
     /// fenced on them (refused once another replica claimed the lease).
     fences: std::sync::Mutex<std::collections::HashMap<(String, String), String>>,
@@ -93,8 +101,13 @@ impl PgDatabase {
         if config.get_application_name().is_none() {
             config.application_name("bdk");
         }
-        let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let wire = Arc::new(Wire::default());
+        let recycling = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = if options.count_round_trips {
+            Manager::from_connect(config.clone(), CountingConnect { wire: wire.clone() }, recycling)
+        } else {
+            Manager::from_config(config.clone(), NoTls, recycling)
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .runtime(Runtime::Tokio1)
@@ -125,6 +138,7 @@ impl PgDatabase {
             writer,
             fences: Default::default(),
             counters: Counters::default(),
+            wire,
             migration,
             replica,
             session_lease,
@@ -173,6 +187,14 @@ impl PgDatabase {
         use std::sync::atomic::Ordering::Relaxed;
         let appends = self.writer.stats.batches.load(Relaxed);
         Commits { durable: self.counters.durable.load(Relaxed) + appends, relaxed: self.counters.relaxed.load(Relaxed) }
+    }
+
+    /// What the pool's connections sent so far (round trips, statements, statements
+    /// prepared), counted on the wire; zeros unless [`PgOptions::count_round_trips`]. Covers
+    /// everything this replica's pool sends (the heartbeat and lease sweeps too), not the
+    /// `LISTEN` connection, which only receives.
+    pub fn round_trips(&self) -> RoundTrips {
+        self.wire.snapshot()
     }
 
     /// Group commits so far: (transactions, appends they carried). An append that waited for

@@ -110,6 +110,7 @@ impl EventLog for PgStore {
                 buffer: VecDeque::new(),
                 signal,
                 ended: false,
+                woken: false,
             }) as EventStream)
         })
     }
@@ -117,13 +118,11 @@ impl EventLog for PgStore {
     fn len<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2",
-                    &[&&*self.agent, &session.as_str()],
-                )
+            let statement = client
+                .prepare_cached("SELECT next_index FROM bdk_sessions WHERE agent = $1 AND id = $2")
                 .await
                 .map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &session.as_str()]).await.map_err(db)?;
             match row {
                 Some(row) => Ok(row.get::<_, i64>(0) as u64),
                 None => Err(Error::SessionNotFound(session.clone())),
@@ -144,6 +143,9 @@ struct PgFollower {
     buffer: VecDeque<SharedEvent>,
     signal: Signal,
     ended: bool,
+    /// The last wait ended on a signal (not the poll timer), or events were just taken from
+    /// this replica's commits: a read may be skipped when nothing newer is known.
+    woken: bool,
 }
 
 impl EventFollower for PgFollower {
@@ -163,9 +165,15 @@ impl EventFollower for PgFollower {
                 if let Some(events) = notifier.recent_from(&self.store.agent, self.session.as_str(), self.next) {
                     self.next += events.len() as u64;
                     self.buffer.extend(events);
+                    self.woken = true;
                     continue;
                 }
-                match self.store.read_rows(&self.session, self.next, CHUNK).await {
+                // Woken by a commit this replica knows the extent of, and already past it.
+                let skip = std::mem::take(&mut self.woken)
+                    && notifier.caught_up(&self.store.agent, self.session.as_str(), self.next);
+                let read =
+                    if skip { Ok(Vec::new()) } else { self.store.read_rows(&self.session, self.next, CHUNK).await };
+                match read {
                     Ok(events) if !events.is_empty() => {
                         for event in events {
                             // Rows come in index order from `next`; anything else is skipped.
@@ -196,6 +204,8 @@ impl EventFollower for PgFollower {
                     changed = self.signal.receiver.changed() => {
                         if changed.is_err() {
                             tokio::time::sleep(POLL).await;
+                        } else {
+                            self.woken = true;
                         }
                     }
                     () = tokio::time::sleep(POLL) => {}

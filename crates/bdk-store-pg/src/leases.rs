@@ -161,14 +161,14 @@ impl SessionLeases for PgStore {
     fn holder<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Option<String>>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
+            let statement = client
+                .prepare_cached(
                     "SELECT replica FROM bdk_session_leases WHERE agent = $1 AND session_id = $2 \
                      AND expires_at > now()",
-                    &[&&*self.agent, &session.as_str()],
                 )
                 .await
                 .map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &session.as_str()]).await.map_err(db)?;
             Ok(row.map(|row| row.get(0)))
         })
     }

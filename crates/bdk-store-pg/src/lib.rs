@@ -23,6 +23,7 @@ mod sessions;
 mod slots;
 mod store;
 mod timed;
+mod wire;
 mod workspaces;
 mod writer;
 
@@ -32,4 +33,5 @@ pub use error::PgError;
 pub use import::ImportReport;
 pub use migrate::{MigrationReport, SCHEMA_VERSION};
 pub use store::PgStore;
+pub use wire::RoundTrips;
 pub use workspaces::MAX_WORKSPACE_BYTES;

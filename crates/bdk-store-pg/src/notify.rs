@@ -4,7 +4,11 @@
 //! signal only says "look again": followers read rows, so a lost or merged notification costs
 //! latency, never an event (followers also look again every [`POLL`]). A local append also
 //! leaves its committed events here (the newest batch of each followed session), so a
-//! follower on this replica that is exactly there takes them without reading them back.
+//! follower on this replica that is exactly there takes them without reading them back. The
+//! registry also keeps the newest position each followed session is known to have reached
+//! (local commits, and the position an append's notification carries): a follower woken by a
+//! signal reads only when that is past it (or unknown), so its own replica's appends, which it
+//! takes from here and which come back as notifications too, cost it no read.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -51,6 +55,9 @@ pub(crate) type Key = (String, String);
 #[derive(Debug, Default)]
 struct Registry {
     signals: Mutex<HashMap<Key, Weak<watch::Sender<u64>>>>,
+    /// Of each followed session: the next index some commit is known to have reached (a local
+    /// commit, or a notification's position). Absent: unknown (a follower woken then reads).
+    known: Mutex<HashMap<Key, u64>>,
 }
 
 impl Registry {
@@ -58,14 +65,37 @@ impl Registry {
         self.signals.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn bump(&self, key: &Key) {
+    fn known(&self) -> std::sync::MutexGuard<'_, HashMap<Key, u64>> {
+        self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes whatever waits on `key`, after noting that its log reached `next` (`None`: a
+    /// change of unknown extent, such as a delete).
+    fn bump_to(&self, key: &Key, next: Option<u64>) {
         let sender = self.lock().get(key).and_then(Weak::upgrade);
         if let Some(sender) = sender {
+            {
+                let mut known = self.known();
+                match next {
+                    Some(next) => {
+                        let entry = known.entry(key.clone()).or_insert(next);
+                        *entry = (*entry).max(next);
+                    }
+                    None => {
+                        known.remove(key);
+                    }
+                }
+            }
             sender.send_modify(|n| *n = n.wrapping_add(1));
         }
     }
 
+    fn bump(&self, key: &Key) {
+        self.bump_to(key, None);
+    }
+
     fn bump_all(&self) {
+        self.known().clear();
         let senders: Vec<_> = self.lock().values().filter_map(Weak::upgrade).collect();
         for sender in senders {
             sender.send_modify(|n| *n = n.wrapping_add(1));
@@ -114,6 +144,7 @@ impl Notifier {
         let mut signals = self.registry.lock();
         signals.retain(|_, weak| weak.strong_count() > 0);
         self.recent().retain(|key, _| signals.contains_key(key));
+        self.registry.known().retain(|key, _| signals.contains_key(key));
         let sender = match signals.get(&key).and_then(Weak::upgrade) {
             Some(sender) => sender,
             None => {
@@ -135,10 +166,17 @@ impl Notifier {
     /// here (only while it has followers), then wakes them.
     pub fn committed(&self, agent: &str, session: &str, events: Vec<SharedEvent>) {
         let key = (agent.to_owned(), session.to_owned());
+        let next = events.last().map(|event| event.index + 1);
         if self.registry.lock().get(&key).is_some_and(|weak| weak.strong_count() > 0) {
             self.recent().insert(key.clone(), events);
         }
-        self.registry.bump(&key);
+        self.registry.bump_to(&key, next);
+    }
+
+    /// Whether this replica knows of no commit to the session past `next` (a follower there
+    /// woken by a signal has nothing to read). `false` when it does not know.
+    pub fn caught_up(&self, agent: &str, session: &str, next: u64) -> bool {
+        self.registry.known().get(&(agent.to_owned(), session.to_owned())).is_some_and(|&known| known <= next)
     }
 
     /// The events from index `from` on of the session's newest local batch, when that batch
@@ -217,7 +255,10 @@ async fn listen(config: tokio_postgres::Config, registry: Weak<Registry>) {
                         }
                         _ => {
                             if let (Some(agent), Some(session)) = (parts.next(), parts.next()) {
-                                registry.bump(&(agent.to_owned(), session.to_owned()));
+                                // An append's payload ends with the session's next index; a
+                                // delete's with `deleted`.
+                                let next = parts.next().and_then(|n| n.parse().ok());
+                                registry.bump_to(&(agent.to_owned(), session.to_owned()), next);
                             }
                         }
                     }

@@ -78,6 +78,12 @@ impl PgStore {
                 "the session workspace is over the limit; it stays on this replica");
             return Ok(None);
         }
+        if files.is_empty() && based_on == Some(0) {
+            // An empty folder that never held a saved version (a text turn's): whatever is
+            // saved is empty too or newer (every save, imports included, moves the version
+            // past 0), so nothing would be written. No round trip.
+            return Ok(None);
+        }
         let mut client = self.db.client().await?;
         if files.is_empty() {
             // An empty workspace over an empty saved one (a text turn's): nothing to save, and
@@ -224,13 +230,11 @@ impl WorkspaceStore for PgStore {
     fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>> {
         Box::pin(async move {
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT workspace_version FROM bdk_sessions WHERE agent = $1 AND id = $2",
-                    &[&&*self.agent, &id.as_str()],
-                )
+            let statement = client
+                .prepare_cached("SELECT workspace_version FROM bdk_sessions WHERE agent = $1 AND id = $2")
                 .await
                 .map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &id.as_str()]).await.map_err(db)?;
             drop(client);
             let Some(row) = row else { return Err(Error::SessionNotFound(id.clone())) };
             let dir = self.layout().workspace_dir(id);

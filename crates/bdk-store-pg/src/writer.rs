@@ -6,14 +6,25 @@
 //! each starts only once the one before holds its session locks, so two batches touching one
 //! session write it in queue order.
 //!
-//! A batch is two round trips, each a pipeline of prepared statements:
-//! 1. `BEGIN`, the lease check of the fenced appends (`FOR SHARE`, so no claim can move the
-//!    lease before the commit), and the session rows locked `FOR UPDATE` in key order (replicas
-//!    writing to the same sessions lock them in the same order), which gives each session's
-//!    next index;
-//! 2. one `INSERT ... SELECT unnest(...)` of every event of the batch, the session records
-//!    written with their appends (`UPDATE ... FROM unnest(...)`, see
-//!    [`bdk_store::EventLog::append_with_record`]), and `COMMIT`.
+//! A batch is one round trip: a pipeline of prepared statements in one transaction, sent
+//! together (each sees the ones before):
+//! 1. `BEGIN`;
+//! 2. the lease check of the fenced appends (`FOR SHARE`, so no claim can move the lease before
+//!    the commit);
+//! 3. the session rows locked `FOR UPDATE` in key order (replicas writing to the same sessions
+//!    lock them in the same order), which gives each session's next index;
+//! 4. one `INSERT ... SELECT` of every event of the batch whose session exists and whose fence
+//!    (if any) holds: the database numbers each session's rows from its `next_index`, in batch
+//!    order, and writes the index into the stored line (the client sends each line in two
+//!    parts, before and after its index);
+//! 5. the session records written with their appends (`UPDATE ... FROM unnest(...)`, same
+//!    conditions, see [`bdk_store::EventLog::append_with_record`]);
+//! 6. `COMMIT`.
+//!
+//! The client then works out from the answers of 2 and 3 which appends were written and their
+//! indices, exactly as the database did (a batch never holds two appends of one session under
+//! different fences, so a session's appends are all written or all refused). A statement that
+//! fails makes the rest fail and the commit a rollback: nothing of the batch is written.
 //!
 //! The insert trigger checks density and sends one `NOTIFY` per session per batch, carrying the
 //! session's next index. An append of a session that is gone, or whose lease this replica lost,
@@ -26,7 +37,6 @@ use bdk_protocol::event::timestamp_now;
 use bdk_protocol::{Event, SessionId};
 use bdk_store::{Error, NewEvent, Result, SharedEvent};
 use deadpool_postgres::Pool;
-use futures_util::future::join3;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -51,11 +61,26 @@ const SESSIONS: &str = "SELECT agent, id, next_index FROM bdk_sessions \
      WHERE (agent, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) \
      ORDER BY agent, id FOR UPDATE";
 
+/// Every event of the batch (agent, session, fence, the line before its index and after it), in
+/// batch order; a session's rows are numbered from its `next_index`. Rows of a session that is
+/// gone or whose fence does not hold are left out.
 const INSERT: &str = "INSERT INTO bdk_events (agent, session_id, idx, body) \
-     SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[])";
+     SELECT r.a, r.s, r.i, r.h || r.i || r.t FROM (SELECT u.a, u.s, u.h, u.t, \
+     n.next_index + row_number() OVER (PARTITION BY u.a, u.s ORDER BY u.o) - 1 AS i \
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(a, s, f, h, t, o) \
+     JOIN bdk_sessions n ON n.agent = u.a AND n.id = u.s \
+     WHERE u.f IS NULL OR EXISTS (SELECT 1 FROM bdk_session_leases l \
+     WHERE l.agent = u.a AND l.session_id = u.s AND l.token = u.f)) AS r";
 
+/// The records written with their appends, under the same fence condition.
 const RECORDS: &str = "UPDATE bdk_sessions s SET record = u.r \
-     FROM unnest($1::text[], $2::text[], $3::text[]) AS u(a, i, r) WHERE s.agent = u.a AND s.id = u.i";
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(a, i, f, r) \
+     WHERE s.agent = u.a AND s.id = u.i AND (u.f IS NULL OR EXISTS (SELECT 1 FROM bdk_session_leases l \
+     WHERE l.agent = u.a AND l.session_id = u.i AND l.token = u.f))";
+
+/// Where an event's index goes in its stored line: the line is encoded with index 0, and the
+/// database writes the real one between the part before `0` and the part after it.
+const INDEX_FIELD: &str = "\"index\":0,";
 
 /// One append waiting for its batch.
 struct Append {
@@ -135,13 +160,30 @@ impl Writer {
 
 async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceiver<Append>, stats: Arc<WriterStats>) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
+    // An append that would have joined a batch holding its session under another fence: it
+    // starts the next batch instead.
+    let mut carried: Option<Append> = None;
+    loop {
+        let first = match carried.take() {
+            Some(first) => first,
+            None => match rx.recv().await {
+                Some(first) => first,
+                None => return,
+            },
+        };
         let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
         let mut size = first.events.len();
         let mut batch = vec![first];
         while size < MAX_BATCH_EVENTS {
             match rx.try_recv() {
                 Ok(next) => {
+                    let fenced_otherwise = batch
+                        .iter()
+                        .any(|a| a.agent == next.agent && a.session == next.session && a.fence != next.fence);
+                    if fenced_otherwise {
+                        carried = Some(next);
+                        break;
+                    }
                     size += next.events.len();
                     batch.push(next);
                 }
@@ -203,7 +245,7 @@ async fn write(pool: &Pool, notifier: &Notifier, batch: Vec<Append>, locked: one
     }
 }
 
-/// Writes one batch in one transaction. `Err` means nothing of it was written.
+/// Writes one batch in one transaction, one round trip. `Err` means nothing of it was written.
 /// `on_locked` is told once the batch's sessions are locked (or the batch failed before).
 async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<()>) -> Result<Vec<Planned>> {
     let client = pool.get().await.map_err(crate::error::pool)?;
@@ -222,34 +264,118 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let fence_ids: Vec<&str> = fenced.iter().map(|&i| batch[i].session.as_str()).collect();
     let fence_tokens: Vec<&str> = fenced.iter().filter_map(|&i| batch[i].fence.as_deref()).collect();
 
-    // Round trip 1: begin, check the leases, lock the sessions.
-    // (`join3` polls in order, so the statements go out in this order on the connection.)
-    let (begun, held, locked) = join3(
-        client.batch_execute("BEGIN"),
-        client.query(&leases, &[&fence_agents, &fence_ids, &fence_tokens]),
-        client.query(&sessions, &[&key_agents, &key_ids]),
-    )
-    .await;
-    let checked = begun.map_err(db).and_then(|()| Ok((held.map_err(db)?, locked.map_err(db)?)));
-    let (held, rows) = match checked {
-        Ok(rows) => rows,
-        Err(error) => {
-            let _ = client.batch_execute("ROLLBACK").await;
-            return Err(error);
+    // Every event encoded with index 0 (the database writes the real one), in batch order; an
+    // append that cannot be encoded is refused and sends nothing.
+    let at = timestamp_now();
+    let mut encoded: Vec<std::result::Result<Vec<Event>, Error>> = Vec::with_capacity(batch.len());
+    let (mut agents, mut ids, mut fences, mut heads, mut tails) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // The record written with each session's appends: its last append's that carries one.
+    let mut replaced: HashMap<(&str, &str), (Option<&str>, &str)> = HashMap::new();
+    for append in batch {
+        let key = (&*append.agent, append.session.as_str());
+        let mut events = Vec::with_capacity(append.events.len());
+        let mut lines = Vec::with_capacity(append.events.len());
+        let mut failed = None;
+        for event in &append.events {
+            let event = Event {
+                index: 0,
+                session_id: append.session.clone(),
+                turn_id: event.turn_id.clone(),
+                at,
+                data: event.data.clone(),
+            };
+            match serde_json::to_string(&event) {
+                Ok(line) => match line.find(INDEX_FIELD) {
+                    Some(at) => {
+                        let split = at + INDEX_FIELD.len() - 2;
+                        lines.push((line[..split].to_owned(), line[split + 1..].to_owned()));
+                    }
+                    None => {
+                        failed = Some(Error::Backend("an encoded event has no index field".into()));
+                        break;
+                    }
+                },
+                Err(error) => {
+                    failed = Some(Error::Encode(error));
+                    break;
+                }
+            }
+            events.push(event);
         }
-    };
-    let _ = on_locked.send(());
+        if let Some(error) = failed {
+            encoded.push(Err(error));
+            continue;
+        }
+        for (head, tail) in lines {
+            agents.push(key.0);
+            ids.push(key.1);
+            fences.push(append.fence.as_deref());
+            heads.push(head);
+            tails.push(tail);
+        }
+        if let Some(record) = &append.record {
+            replaced.insert(key, (append.fence.as_deref(), record.as_str()));
+        }
+        encoded.push(Ok(events));
+    }
+    let (mut record_agents, mut record_ids, mut record_fences, mut record_bodies) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((agent, id), (fence, record)) in replaced {
+        record_agents.push(agent);
+        record_ids.push(id);
+        record_fences.push(fence);
+        record_bodies.push(record);
+    }
+
+    // The round trip: begin, check the leases, lock the sessions, insert, replace the records,
+    // commit. (`biased`: polled in order, so the statements go out in this order.)
+    let mut on_locked = Some(on_locked);
+    type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
+    let lease_params: &Params = &[&fence_agents, &fence_ids, &fence_tokens];
+    let session_params: &Params = &[&key_agents, &key_ids];
+    let event_params: &Params = &[&agents, &ids, &fences, &heads, &tails];
+    let record_params: &Params = &[&record_agents, &record_ids, &record_fences, &record_bodies];
+    let (begun, held, locked, inserted, updated, committed) = tokio::join!(
+        biased;
+        client.batch_execute("BEGIN"),
+        client.query(&leases, lease_params),
+        async {
+            let locked = client.query(&sessions, session_params).await;
+            if let Some(on_locked) = on_locked.take() {
+                let _ = on_locked.send(());
+            }
+            locked
+        },
+        async {
+            if heads.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&insert, event_params).await
+        },
+        async {
+            if record_bodies.is_empty() {
+                return Ok(0);
+            }
+            client.execute(&records, record_params).await
+        },
+        client.batch_execute("COMMIT"),
+    );
+    // A failed statement makes the rest fail and the commit a rollback.
+    begun.map_err(db)?;
+    let held = held.map_err(db)?;
+    let rows = locked.map_err(db)?;
+    let inserted = inserted.map_err(db)?;
+    updated.map_err(db)?;
+    committed.map_err(db)?;
+
+    // Which appends the database wrote and their indices: the same rules as its statements.
     let held: std::collections::HashSet<usize> =
         held.iter().map(|row| fenced[(row.get::<_, i64>(0) - 1) as usize]).collect();
     let mut next: HashMap<(&str, &str), i64> = rows.iter().map(|row| ((row.get(0), row.get(1)), row.get(2))).collect();
-
-    // The rows, in batch order; refused appends take no index.
-    let at = timestamp_now();
     let mut planned = Vec::with_capacity(batch.len());
-    let (mut agents, mut ids, mut indices, mut bodies) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    // The records written with their appends: the last one of each session.
-    let mut replaced: HashMap<(&str, &str), &str> = HashMap::new();
-    for (i, append) in batch.iter().enumerate() {
+    let mut written = 0u64;
+    for (i, (append, events)) in batch.iter().zip(encoded).enumerate() {
         let key = (&*append.agent, append.session.as_str());
         let Some(first) = next.get(&key).copied() else {
             planned.push(Planned::Refused(Error::SessionNotFound(append.session.clone())));
@@ -259,70 +385,26 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
             planned.push(Planned::Refused(Error::LeaseLost(append.session.clone())));
             continue;
         }
-        let mut events = Vec::with_capacity(append.events.len());
-        let mut encoded = Vec::with_capacity(append.events.len());
-        let mut failed = None;
-        for (offset, event) in append.events.iter().enumerate() {
-            let event = Event {
-                index: (first + offset as i64) as u64,
-                session_id: append.session.clone(),
-                turn_id: event.turn_id.clone(),
-                at,
-                data: event.data.clone(),
-            };
-            match serde_json::to_string(&event) {
-                Ok(body) => encoded.push(body),
-                Err(error) => {
-                    failed = Some(Error::Encode(error));
-                    break;
-                }
+        let mut events = match events {
+            Ok(events) => events,
+            Err(error) => {
+                planned.push(Planned::Refused(error));
+                continue;
             }
-            events.push(Arc::new(event));
-        }
-        if let Some(error) = failed {
-            planned.push(Planned::Refused(error));
-            continue;
+        };
+        for (offset, event) in events.iter_mut().enumerate() {
+            event.index = (first + offset as i64) as u64;
         }
         next.insert(key, first + events.len() as i64);
-        if let Some(record) = &append.record {
-            replaced.insert(key, record.as_str());
-        }
-        for (offset, body) in encoded.into_iter().enumerate() {
-            agents.push(key.0);
-            ids.push(key.1);
-            indices.push(first + offset as i64);
-            bodies.push(body);
-        }
-        planned.push(Planned::Written(events));
+        written += events.len() as u64;
+        planned.push(Planned::Written(events.into_iter().map(Arc::new).collect()));
     }
-
-    let (mut record_agents, mut record_ids, mut record_bodies) = (Vec::new(), Vec::new(), Vec::new());
-    for ((agent, id), record) in replaced {
-        record_agents.push(agent);
-        record_ids.push(id);
-        record_bodies.push(record);
+    if written != inserted {
+        // Never expected (the database applies the same rules): fail rather than acknowledge
+        // indices the log may not hold. The commit is done; followers read what it holds.
+        return Err(Error::Backend(format!(
+            "the event writer expected to write {written} events and the database wrote {inserted}"
+        )));
     }
-
-    // Round trip 2: insert everything, replace the records, commit. A failed statement makes
-    // the commit a rollback.
-    let (inserted, updated, committed) = join3(
-        async {
-            if bodies.is_empty() {
-                return Ok(0);
-            }
-            client.execute(&insert, &[&agents, &ids, &indices, &bodies]).await
-        },
-        async {
-            if record_bodies.is_empty() {
-                return Ok(0);
-            }
-            client.execute(&records, &[&record_agents, &record_ids, &record_bodies]).await
-        },
-        client.batch_execute("COMMIT"),
-    )
-    .await;
-    inserted.map_err(db)?;
-    updated.map_err(db)?;
-    committed.map_err(db)?;
     Ok(planned)
 }

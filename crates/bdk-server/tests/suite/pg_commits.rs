@@ -1,8 +1,10 @@
 //! What a text turn costs the PostgreSQL backend in commits, counted by the database handle's
 //! own counters (never by timing): a new session's first turn is two durable commits (its first
 //! events, its turn's events) and a follow-up two (the accepted message with the rotated token,
-//! the turn's events). The rotated token is durable when the follow-up is answered. Needs
-//! `BDK_TEST_DATABASE_URL` (skipped loudly without).
+//! the turn's events). The rotated token is durable when the follow-up is answered. The settled
+//! status rides in the turn's closing commit, so a follow-up makes no relaxed commit and the
+//! record says `waiting` once `session.waiting` is seen. Needs `BDK_TEST_DATABASE_URL`
+//! (skipped loudly without).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use bdk_engine::{Admission, AgentConfig, Engine, EngineOptions, FollowUp, Princi
 use bdk_model::ScriptedProvider;
 use bdk_protocol::EventData;
 use bdk_protocol::event::SessionMode;
+use bdk_store::record::SessionStatus;
 use bdk_store::{EventStream, SessionStore};
 use bdk_store_pg::{Commits, PgDatabase, PgOptions, PgStore};
 use bdk_test_support::postgres::{self, TestDb};
@@ -19,7 +22,14 @@ use bdk_tools::NoTools;
 use super::support::within;
 
 async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabase>, PgStore) {
-    let options = PgOptions { schema: Some(db.schema().to_owned()), pool_size: 4, ..Default::default() };
+    // A lease of an hour: no heartbeat (a relaxed commit of its own, uncounted) or sweep runs
+    // between the counts below.
+    let options = PgOptions {
+        schema: Some(db.schema().to_owned()),
+        pool_size: 4,
+        session_lease: Duration::from_secs(3600),
+        ..Default::default()
+    };
     let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
     let store = PgStore::new(database.clone(), "agent", local);
     let config = AgentConfig {
@@ -67,6 +77,10 @@ fn durable(before: Commits, after: Commits) -> u64 {
     after.durable - before.durable
 }
 
+fn relaxed(before: Commits, after: Commits) -> u64 {
+    after.relaxed - before.relaxed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_text_turn_costs_two_durable_commits() {
     let Some(db) = postgres::fresh("turn_commits").await else { return };
@@ -80,6 +94,10 @@ async fn a_text_turn_costs_two_durable_commits() {
     let mut stream = engine.follow(&id, &alice, 0).await.unwrap();
     waiting(&mut stream).await;
     assert_eq!(durable(before, database.commits()), 2, "a new session: its first events, its turn's events");
+    // The session row and the lease claim; the settled status rode in the turn's commit.
+    assert_eq!(relaxed(before, database.commits()), 2, "a new session: its row, its lease");
+    let record = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, Some(SessionStatus::Waiting), "the status committed with session.waiting");
 
     let mut token = started.continuation_token;
     for i in 0..3 {
@@ -100,6 +118,10 @@ async fn a_text_turn_costs_two_durable_commits() {
         assert_eq!(record.continuation_token.as_deref(), Some(token.as_str()));
         waiting(&mut stream).await;
         assert_eq!(durable(before, database.commits()), 2, "a follow-up: its message and token, its turn's events");
+        // The status `waiting` was written with the turn's events, not after them.
+        assert_eq!(relaxed(before, database.commits()), 0, "a follow-up writes nothing relaxed");
+        let record = store.get(&id).await.unwrap().unwrap();
+        assert_eq!(record.status, Some(SessionStatus::Waiting));
     }
     engine.drain(Duration::from_secs(5)).await;
 }
