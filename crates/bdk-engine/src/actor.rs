@@ -20,8 +20,8 @@
 //! not retire while it holds them. A host stopped meanwhile closes the turn at the next start.
 
 use std::mem;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bdk_protocol::event::{
     AgentBound, FailureCode, MessageReceived, SessionCompleted, SessionFailed, SessionMode,
@@ -152,6 +152,8 @@ pub(crate) struct Actor {
     conversation: Option<Conversation>,
     /// Mirrors `running.is_some()` for `Engine::is_busy`.
     busy: Arc<AtomicBool>,
+    /// The record's owner for the registry's owner check, set once the record is known.
+    owner: Arc<OnceLock<String>>,
     /// The trace context of the request that starts the next turn (telemetry on).
     trace: Option<bdk_telemetry::Context>,
     /// With session leases: the token of the lease this actor holds (it admits nothing without).
@@ -166,8 +168,17 @@ pub(crate) struct Actor {
 }
 
 impl Actor {
-    pub fn new(core: Arc<Core>, id: SessionId, record: Option<SessionRecord>, busy: Arc<AtomicBool>) -> Self {
+    pub fn new(
+        core: Arc<Core>,
+        id: SessionId,
+        record: Option<SessionRecord>,
+        busy: Arc<AtomicBool>,
+        owner: Arc<OnceLock<String>>,
+    ) -> Self {
         let cancel = core.root.child_token();
+        if let Some(record) = &record {
+            let _ = owner.set(record.principal.clone());
+        }
         Actor {
             core,
             id,
@@ -179,6 +190,7 @@ impl Actor {
             workspace_ready: Arc::default(),
             conversation: None,
             busy,
+            owner,
             trace: None,
             lease: None,
             elsewhere: None,
@@ -375,7 +387,9 @@ impl Actor {
     async fn record(&mut self) -> Result<&SessionRecord> {
         if self.record.is_none() {
             let loaded = self.core.stores.sessions.get(&self.id).await?;
-            self.record = Some(loaded.ok_or_else(|| EngineError::SessionNotFound(self.id.clone()))?);
+            let loaded = loaded.ok_or_else(|| EngineError::SessionNotFound(self.id.clone()))?;
+            let _ = self.owner.set(loaded.principal.clone());
+            self.record = Some(loaded);
         }
         self.record.as_ref().ok_or_else(|| EngineError::SessionNotFound(self.id.clone()))
     }
@@ -463,7 +477,8 @@ impl Actor {
         self.unwritten = None;
         if let Some(next) = next {
             if rotated {
-                self.core.direct_tokens.note(&continuation_token, &self.id);
+                let old = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
+                self.core.direct_tokens.rotate(old, &continuation_token, &self.id);
             }
             self.record = Some(next);
         }

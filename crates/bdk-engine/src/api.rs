@@ -93,7 +93,7 @@ impl Engine {
 
     /// Recorded events from `from` (a one-shot dump).
     pub async fn events(&self, session: &SessionId, principal: &Principal, from: u64) -> Result<Vec<Event>> {
-        self.inner.owned_record(session, principal).await?;
+        self.inner.check_owned(session, principal).await?;
         let events = self.inner.stores.events.read(session, from, None).await;
         self.inner.release_if_idle(session);
         Ok(events?)
@@ -101,7 +101,7 @@ impl Engine {
 
     /// Replays from `from`, then follows live events, without gaps or duplicates.
     pub async fn follow(&self, session: &SessionId, principal: &Principal, from: u64) -> Result<EventStream> {
-        self.inner.owned_record(session, principal).await?;
+        self.inner.check_owned(session, principal).await?;
         let stream = self.inner.stores.events.follow(session, from).await?;
         Ok(crate::engine::Following::wrap(stream, &self.inner, session))
     }
@@ -111,7 +111,7 @@ impl Engine {
     }
 
     pub async fn cost(&self, session: &SessionId, principal: &Principal) -> Result<CostReport> {
-        self.inner.owned_record(session, principal).await?;
+        self.inner.check_owned(session, principal).await?;
         let events = self.inner.stores.events.read(session, 0, None).await;
         self.inner.release_if_idle(session);
         Ok(crate::cost::cost_report(session, &events?))

@@ -511,6 +511,18 @@ impl TokenIndex {
         self.map().insert(token.to_owned(), session.clone());
     }
 
+    /// Records `session`'s new token in place of `old`: the index keeps one entry per session
+    /// however many follow-ups rotate its token (a rotated-away token finds nothing either way).
+    pub fn rotate(&self, old: Option<&str>, token: &str, session: &SessionId) {
+        let mut map = self.map();
+        if let Some(old) = old
+            && map.get(old) == Some(session)
+        {
+            map.remove(old);
+        }
+        map.insert(token.to_owned(), session.clone());
+    }
+
     fn map(&self) -> MutexGuard<'_, HashMap<String, SessionId>> {
         self.tokens.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -541,5 +553,30 @@ impl TokenIndex {
                 Ok(None)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bdk_protocol::SessionId;
+
+    use super::TokenIndex;
+
+    /// Every follow-up rotates an HTTP session's token: the index must not keep the old ones.
+    #[test]
+    fn a_rotated_token_replaces_the_old_one_in_the_index() {
+        let index = TokenIndex::default();
+        let (a, b) = (SessionId::generate(), SessionId::generate());
+        index.note("t0", &a);
+        index.note("shared", &b);
+        for n in 1..100 {
+            index.rotate(Some(&format!("t{}", n - 1)), &format!("t{n}"), &a);
+        }
+        // Another session's entry under the old token is left alone.
+        index.rotate(Some("shared"), "t-a", &a);
+        let map = index.map();
+        assert_eq!(map.len(), 3, "{map:?}");
+        assert_eq!(map.get("t99"), Some(&a));
+        assert_eq!(map.get("shared"), Some(&b));
     }
 }

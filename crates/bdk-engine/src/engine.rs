@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use bdk_model::ModelProvider;
@@ -83,6 +83,9 @@ pub(crate) struct Core {
 struct Mailbox {
     tx: mpsc::Sender<Command>,
     busy: Arc<AtomicBool>,
+    /// The session's owner once the actor knows its record (it never changes): the owner check
+    /// of a stream or read of a live session reads no `session.json`.
+    owner: Arc<OnceLock<String>>,
 }
 
 impl Core {
@@ -170,9 +173,10 @@ impl Core {
         }
         let (tx, rx) = mpsc::channel(MAILBOX);
         let busy = Arc::new(AtomicBool::new(false));
-        actors.insert(id.clone(), Mailbox { tx: tx.clone(), busy: busy.clone() });
+        let owner = Arc::new(OnceLock::new());
+        actors.insert(id.clone(), Mailbox { tx: tx.clone(), busy: busy.clone(), owner: owner.clone() });
         drop(actors);
-        let actor = Actor::new(self.clone(), id.clone(), record, busy);
+        let actor = Actor::new(self.clone(), id.clone(), record, busy, owner);
         tokio::spawn(actor.run(rx));
         tx
     }
@@ -352,6 +356,17 @@ impl Core {
         let record = self.stores.sessions.get(id).await?.ok_or_else(|| EngineError::SessionNotFound(id.clone()))?;
         check_owner(&record, principal)?;
         Ok(record)
+    }
+
+    /// The owner check alone: answered from the live actor's record when there is one (a
+    /// session's owner never changes), else from the store as [`owned_record`](Self::owned_record).
+    pub async fn check_owned(&self, id: &SessionId, principal: &Principal) -> Result<()> {
+        let known = self.actors().get(id).and_then(|m| m.owner.get().map(|owner| owner == principal.as_str()));
+        match known {
+            Some(true) => Ok(()),
+            Some(false) => Err(EngineError::Forbidden(id.clone())),
+            None => self.owned_record(id, principal).await.map(drop),
+        }
     }
 
     pub async fn list(&self, scope: ListScope) -> Result<Vec<SessionSummary>> {

@@ -7,7 +7,7 @@ use bdk_model::ScriptStep;
 use bdk_store::SyncStats;
 use serde_json::json;
 
-use super::support::{Fixture, filesystem_only, follow, settled, within};
+use super::support::{Fixture, alice, filesystem_only, follow, settled, within};
 
 #[tokio::test]
 async fn a_new_session_text_turn_makes_two_file_syncs_and_two_directory_syncs() {
@@ -66,4 +66,25 @@ async fn the_workspace_folder_appears_with_the_first_tool_call() {
     let calls = fx.tools.calls.lock().unwrap();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].workspace.as_deref(), Some(fx.fs.layout().workspace_dir(&started.session_id).as_path()));
+}
+
+/// The owner check of a stream (or a read) on a session whose actor is live answers from the
+/// actor's record: it reads no `session.json`, shown here by removing the file.
+#[tokio::test]
+async fn a_stream_of_a_live_session_reads_no_session_record() {
+    if filesystem_only("a_stream_of_a_live_session_reads_no_session_record", "the filesystem layout's files") {
+        return;
+    }
+    let fx = Fixture::new(vec![ScriptStep::text("hello there")]).await;
+    let started = fx.start("hi").await;
+    settled(&fx.engine, &started.session_id, 1).await;
+    let id = &started.session_id;
+    std::fs::remove_file(fx.fs.layout().session_dir(id).join("session.json")).unwrap();
+    let mut stream = within(fx.engine.follow(id, &alice(), 0)).await.unwrap();
+    assert!(within(stream.next()).await.is_some_and(|e| e.is_ok()));
+    let events = within(fx.engine.events(id, &alice(), 0)).await.unwrap();
+    assert!(!events.is_empty());
+    let bob = bdk_engine::Principal::new("bob");
+    let refused = within(fx.engine.follow(id, &bob, 0)).await.map(drop);
+    assert!(matches!(refused, Err(bdk_engine::EngineError::Forbidden(_))), "{refused:?}");
 }
