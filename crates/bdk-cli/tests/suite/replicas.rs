@@ -309,7 +309,11 @@ async fn a_schedule_due_while_three_replicas_run_fires_once() {
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
     let last = &listed["agents"][0]["schedules"][0]["lastFiring"];
-    assert_eq!(last["dueAt"].as_str().map(|d| d.starts_with(&fired_at.format("%Y-%m-%dT%H:%M").to_string())), Some(true), "{listed:#}");
+    assert_eq!(
+        last["dueAt"].as_str().map(|d| d.starts_with(&fired_at.format("%Y-%m-%dT%H:%M").to_string())),
+        Some(true),
+        "{listed:#}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
