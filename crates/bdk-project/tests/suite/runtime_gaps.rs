@@ -43,7 +43,8 @@ fn each_part_that_does_not_run_yet_is_a_warning_on_its_file() {
     found.sort();
     let files: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
     assert_eq!(files, ["bot/storage.toml", "bot/storage.toml"], "{found:#?}");
-    assert_eq!((project.caps.schedules.len(), project.caps.reminders.len()), (3, 1), "{:#?}", project.diagnostics);
+    // Three schedules of the root and the extension's one.
+    assert_eq!((project.caps.schedules.len(), project.caps.reminders.len()), (4, 1), "{:#?}", project.diagnostics);
     assert!(
         project.diagnostics.iter().all(|d| d.severity != bdk_protocol::Severity::Error),
         "{:#?}",
