@@ -253,6 +253,18 @@ text = "Checked CI."
     root.join("watcher")
 }
 
+/// Starts a session on `origin` with `message`; returns its id.
+async fn start_session(origin: &str, message: &str) -> String {
+    let response = within(
+        "POST /v1/session",
+        client().post(format!("{origin}/v1/session")).json(&json!({"message": message})).send(),
+    )
+    .await
+    .unwrap();
+    let body: Value = response.json().await.unwrap();
+    body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
+}
+
 /// The session's events once it has settled `n` times (`session.waiting`).
 async fn events_after_waiting(origin: &str, session: &str, n: usize) -> Vec<Value> {
     within("session.waiting", async {
@@ -274,14 +286,7 @@ async fn the_model_arms_a_reminder_and_a_dev_dispatch_wakes_the_conversation() {
     let root = tempfile::tempdir().unwrap();
     let project = write_reminder_project(root.path());
     let server = Server::start(&["--dev", "--mode", "single", "--dir", project.to_str().unwrap()]);
-    let response = within(
-        "POST /v1/session",
-        client().post(format!("{}/v1/session", server.origin)).json(&json!({"message": "watch PR 42"})).send(),
-    )
-    .await
-    .unwrap();
-    let body: Value = response.json().await.unwrap();
-    let session = body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned();
+    let session = start_session(&server.origin, "watch PR 42").await;
     let events = events_after_waiting(&server.origin, &session, 1).await;
     let result = events.iter().find(|e| e["type"] == "action.result").unwrap_or_else(|| panic!("{events:#?}"));
     assert_eq!(result["data"]["isError"], json!(false), "{result}");
@@ -316,14 +321,7 @@ async fn without_builtin_tools_reminders_the_reminder_tools_are_unknown() {
     let root = tempfile::tempdir().unwrap();
     let project = write_reminder_project_with(root.path(), false, "1h");
     let server = Server::start(&["--dev", "--mode", "single", "--dir", project.to_str().unwrap()]);
-    let response = within(
-        "POST /v1/session",
-        client().post(format!("{}/v1/session", server.origin)).json(&json!({"message": "watch PR 42"})).send(),
-    )
-    .await
-    .unwrap();
-    let body: Value = response.json().await.unwrap();
-    let session = body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned();
+    let session = start_session(&server.origin, "watch PR 42").await;
     let events = events_after_waiting(&server.origin, &session, 1).await;
     let result = events.iter().find(|e| e["type"] == "action.result").unwrap_or_else(|| panic!("{events:#?}"));
     assert_eq!(result["data"]["isError"], json!(true), "{result}");
@@ -341,14 +339,7 @@ async fn production_serve_runs_the_reminder_clock_even_without_schedules() {
     let root = tempfile::tempdir().unwrap();
     let project = write_reminder_project_with(root.path(), true, "1s");
     let server = Server::start(&["--mode", "single", "--no-schedules", "--dir", project.to_str().unwrap()]);
-    let response = within(
-        "POST /v1/session",
-        client().post(format!("{}/v1/session", server.origin)).json(&json!({"message": "watch PR 42"})).send(),
-    )
-    .await
-    .unwrap();
-    let body: Value = response.json().await.unwrap();
-    let session = body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned();
+    let session = start_session(&server.origin, "watch PR 42").await;
     // The first turn arms it; the wake is a second turn that settles the session again.
     let events = events_after_waiting(&server.origin, &session, 2).await;
     let woke =

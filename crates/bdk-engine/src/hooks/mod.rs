@@ -329,18 +329,23 @@ mod tests {
         }
     }
 
+    /// A hook named `audit` that appends every event to `dir/audit.ndjson`.
+    fn audit_file_hook(dir: &std::path::Path) -> HookSpec {
+        HookSpec {
+            name: "audit".into(),
+            events: vec!["*".into()],
+            sink: HookSinkSpec::File(dir.join("audit.ndjson")),
+            cwd: dir.to_path_buf(),
+            env: Vec::new(),
+        }
+    }
+
     /// Only what the log accepted reaches a hook: an append the log refused is never seen.
     #[tokio::test]
     async fn a_hook_sees_only_what_the_log_accepted() {
         let temp = tempfile::tempdir().unwrap();
         let store = bdk_store::FsStore::open(temp.path()).unwrap();
-        let spec = HookSpec {
-            name: "audit".into(),
-            events: vec!["*".into()],
-            sink: HookSinkSpec::File(temp.path().join("audit.ndjson")),
-            cwd: temp.path().to_path_buf(),
-            env: Vec::new(),
-        };
+        let spec = audit_file_hook(temp.path());
         let stores = store.stores();
         let shared = Shared {
             agent: "a".into(),
@@ -381,13 +386,7 @@ mod tests {
     async fn an_idle_session_leaves_no_order_entry_and_late_events_are_not_lost() {
         let temp = tempfile::tempdir().unwrap();
         let store = bdk_store::FsStore::open(temp.path()).unwrap();
-        let spec = HookSpec {
-            name: "audit".into(),
-            events: vec!["*".into()],
-            sink: HookSinkSpec::File(temp.path().join("audit.ndjson")),
-            cwd: temp.path().to_path_buf(),
-            env: Vec::new(),
-        };
+        let spec = audit_file_hook(temp.path());
         let shared =
             Shared { agent: "a".into(), state_root: None, sessions: Arc::new(store), telemetry: Default::default() };
         let hub = HookHub::new(vec![spec], shared);
