@@ -12,6 +12,7 @@ use bdk_test_support::{FakeServer, Reply, openai_sse as oa};
 use serde_json::{Value, json};
 
 use super::serve::{Server, client, within};
+use super::serve_model::start_session;
 use super::support::run;
 
 /// A project with `schedules/heartbeat.md` whose model is the fake server at `url`.
@@ -251,18 +252,6 @@ text = "Checked CI."
     .unwrap();
     std::fs::write(bot.join("instructions.md"), "Answer briefly.\n").unwrap();
     root.join("watcher")
-}
-
-/// Starts a session on `origin` with `message`; returns its id.
-async fn start_session(origin: &str, message: &str) -> String {
-    let response = within(
-        "POST /v1/session",
-        client().post(format!("{origin}/v1/session")).json(&json!({"message": message})).send(),
-    )
-    .await
-    .unwrap();
-    let body: Value = response.json().await.unwrap();
-    body["sessionId"].as_str().unwrap_or_else(|| panic!("{body}")).to_owned()
 }
 
 /// The session's events once it has settled `n` times (`session.waiting`).

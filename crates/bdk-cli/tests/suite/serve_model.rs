@@ -45,7 +45,8 @@ printf '{"sum":%d}\n' $((a + b))
     root.join(slug)
 }
 
-async fn start_session(origin: &str, message: &str) -> String {
+/// Starts a session on `origin` with `message`; returns its id.
+pub(super) async fn start_session(origin: &str, message: &str) -> String {
     let response = within(
         "POST /v1/session",
         client().post(format!("{origin}/v1/session")).json(&json!({"message": message})).send(),
