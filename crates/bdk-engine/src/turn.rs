@@ -253,10 +253,22 @@ async fn drive(
     let persona = context.persona.as_deref();
 
     // A slot under `max_running_turns`, held until the turn's closing events are written (the
-    // caller hands it on in the outcome); a child turn runs on its parent's.
-    *slot = match persona {
-        Some(_) => None,
-        None => match core.slots.admit(&context.session, &context.turn).await? {
+    // caller hands it on in the outcome); a child turn runs on its parent's. The turn's read of
+    // its new events goes out with the claim: on a shared database each is a round trip, and
+    // neither needs the other's answer. A turn that has to wait reads the rest after its wait.
+    let admission = async {
+        match persona {
+            Some(_) => Ok(None),
+            None => core.slots.admit(&context.session, &context.turn).await.map(Some),
+        }
+    };
+    let (admission, read) =
+        tokio::join!(admission, core.stores.events.read(&context.session, conversation.next_index(), None));
+    let admission = admission?;
+    let waited = matches!(admission, Some(Err(_)));
+    *slot = match admission {
+        None => None,
+        Some(admitted) => match admitted {
             Ok(permit) => Some(permit),
             // A restored turn started long ago: it waits for its slot without `turn.queued`,
             // and if it is cancelled meanwhile its dispatch still answers its calls.
@@ -276,13 +288,14 @@ async fn drive(
             }
         },
     };
+    conversation.fold(&read?);
     if cancel.is_cancelled() && resume.is_none() {
         return Err(Stop::Cancelled);
     }
-
-    let new_events = core.stores.events.read(&context.session, conversation.next_index(), None).await?;
-    conversation.fold(&new_events);
-    drop(new_events);
+    if waited {
+        let new_events = core.stores.events.read(&context.session, conversation.next_index(), None).await?;
+        conversation.fold(&new_events);
+    }
     let mut messages = conversation.messages();
     // Tools listed by others (advertised MCP tools) load before the model sees the list.
     defs.tools.refresh().await;
