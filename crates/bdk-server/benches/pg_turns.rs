@@ -9,7 +9,9 @@
 //! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
 //! one running it (so every follow-up is forwarded to the lease holder).
 //!
-//! Prints figures; never fails on them. `BDK_BENCH_TURNS`, `BDK_BENCH_SESSIONS` scale it.
+//! Prints figures; never fails on them. `BDK_BENCH_TURNS`, `BDK_BENCH_SESSIONS` scale it;
+//! `BDK_BENCH_MAX_RUNNING` sets `max_running_turns` (default 256: every turn claims a slot shared by
+//! the replicas; 0: no limit, no claim).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -43,7 +45,7 @@ async fn replica_at(url: &str, local: &std::path::Path) -> (Engine, Arc<PgDataba
         slug: "bench".into(),
         instructions: "You are a benchmark.".into(),
         max_steps: 4,
-        max_running_turns: 256,
+        max_running_turns: u32::try_from(env_usize("BDK_BENCH_MAX_RUNNING", 256)).unwrap_or(u32::MAX),
         idle_timeout: Duration::from_secs(60),
     };
     let options = EngineOptions { leases: Some(store.leases()), ..EngineOptions::default() };

@@ -83,6 +83,22 @@ impl Drop for PgDatabase {
     }
 }
 
+/// The options each connection starts with: the URL's own, then the schema (`search_path`), then
+/// `plan_cache_mode=force_generic_plan` unless the URL sets the mode. Every statement on the
+/// hot path is prepared once per connection and looks rows up by key; under the default mode
+/// PostgreSQL plans most of them again on every execution (a custom plan), which was about a
+/// third of the database's CPU per turn (decision 0034).
+fn session_options(url: Option<&str>, schema: Option<&str>) -> String {
+    let mut options: Vec<String> = url.filter(|o| !o.trim().is_empty()).map(|o| o.trim().to_owned()).into_iter().collect();
+    if let Some(schema) = schema {
+        options.push(format!("-c search_path={schema}"));
+    }
+    if !url.is_some_and(|o| o.contains("plan_cache_mode")) {
+        options.push("-c plan_cache_mode=force_generic_plan".to_owned());
+    }
+    options.join(" ")
+}
+
 impl PgDatabase {
     /// Connects to `url`, checks (or applies) the schema and starts listening for appends.
     /// Errors name the URL without its password.
@@ -96,8 +112,8 @@ impl PgDatabase {
             if schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(PgError::Url { url: shown, reason: format!("invalid schema name {schema:?}") });
             }
-            config.options(format!("-c search_path={schema}"));
         }
+        config.options(session_options(config.get_options(), options.schema.as_deref()));
         if config.get_application_name().is_none() {
             config.application_name("bdk");
         }
@@ -309,7 +325,37 @@ pub fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{PgDatabase, PgOptions, redact_url, session_options};
+
+    #[test]
+    fn connections_plan_generically_unless_the_url_says_otherwise() {
+        let generic = "-c plan_cache_mode=force_generic_plan";
+        assert_eq!(session_options(None, None), generic);
+        assert_eq!(session_options(Some("  "), Some("s1")), format!("-c search_path=s1 {generic}"));
+        // The URL's own options are kept, before the schema.
+        assert_eq!(
+            session_options(Some("-c synchronous_commit=off"), Some("s1")),
+            format!("-c synchronous_commit=off -c search_path=s1 {generic}")
+        );
+        assert_eq!(session_options(Some("-c plan_cache_mode=auto"), None), "-c plan_cache_mode=auto");
+    }
+
+    /// What the pool's connections run with, asked of the server.
+    #[tokio::test]
+    async fn a_pool_connection_runs_with_its_schema_and_generic_plans() {
+        let Some(db) = bdk_test_support::postgres::fresh("plans").await else { return };
+        let url = format!("{}?options=-c%20synchronous_commit%3Doff", db.base_url().split('?').next().unwrap_or_default());
+        let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
+        let database = PgDatabase::connect(&url, &options).await.unwrap();
+        let client = database.client().await.unwrap();
+        let show = |name: &'static str| {
+            let client = &client;
+            async move { client.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
+        };
+        assert_eq!(show("plan_cache_mode").await, "force_generic_plan");
+        assert_eq!(show("search_path").await, db.schema());
+        assert_eq!(show("synchronous_commit").await, "off");
+    }
 
     #[test]
     fn passwords_never_show() {
