@@ -13,7 +13,6 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("artifacts", include_str!("../migrations/0003_artifacts.sql")),
     ("turn_slots", include_str!("../migrations/0004_turn_slots.sql")),
     ("eval_runs", include_str!("../migrations/0005_eval_runs.sql")),
-    ("turn_slot_claim", include_str!("../migrations/0006_turn_slot_claim.sql")),
 ];
 
 /// The schema version this build writes and reads.

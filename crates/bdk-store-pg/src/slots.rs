@@ -7,10 +7,9 @@
 //! waiters ahead of it leave a slot free. Claiming again keeps the place, so a waiting turn asks
 //! again until its turn comes. Releasing deletes the row. The lock serializes the claims of one
 //! agent only; they are short (a handful of index reads and one write), and a claim is one
-//! statement (the function `bdk_claim_turn_slot` of migration 6). Releasing notifies
-//! `bdk_slots` (the agent's slug): every replica's waiting turns ask again at once (they also
-//! ask every few seconds, in case a notification is lost or a slot was freed by its holder's
-//! death). Advisory locks are
+//! round trip (its statements pipelined). Releasing notifies `bdk_slots` (the agent's slug):
+//! every replica's waiting turns ask again at once (they also ask every few seconds, in case a
+//! notification is lost or a slot was freed by its holder's death). Advisory locks are
 //! database-wide, so the lock's key names the schema too: an agent of the same name deployed in
 //! another schema of the database does not share its lock.
 
@@ -21,22 +20,70 @@ use crate::error::db;
 use crate::notify::slots_key;
 use crate::store::PgStore;
 
-/// The claim: one statement, `bdk_claim_turn_slot` (migration 6), which takes the steps above in
-/// its own transaction and answers how many run and this turn's place among the waiters.
-const CLAIM: &str = "SELECT taken, waiting FROM bdk_claim_turn_slot($1, $2, $3, $4, $5)";
+/// The statements of a claim, in order, each prepared once per connection.
+const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots:' || current_schema()), hashtext($1))";
+
+const DROP_DEAD: &str = "DELETE FROM bdk_turn_slots s WHERE s.agent = $1 AND NOT EXISTS \
+     (SELECT 1 FROM bdk_session_leases l WHERE l.agent = s.agent AND l.session_id = s.session_id \
+     AND l.replica = s.replica AND l.expires_at > now())";
+
+const JOIN: &str = "INSERT INTO bdk_turn_slots (agent, session_id, turn_id, replica) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (agent, session_id, turn_id) DO NOTHING";
+
+/// Marks the turn running when the waiters up to it (itself included) fit in the free slots.
+const RUN: &str = "UPDATE bdk_turn_slots m SET running = true \
+     WHERE m.agent = $1 AND m.session_id = $2 AND m.turn_id = $3 AND NOT m.running \
+     AND (SELECT count(*) FROM bdk_turn_slots w WHERE w.agent = $1 AND NOT w.running AND w.seq <= m.seq) \
+     <= $4::int8 - (SELECT count(*) FROM bdk_turn_slots r WHERE r.agent = $1 AND r.running)";
+
+/// How many run, and this turn's place among the waiters (0 when it runs).
+const PLACE: &str = "SELECT (SELECT count(*) FROM bdk_turn_slots WHERE agent = $1 AND running), \
+     CASE WHEN m.running THEN 0 ELSE (SELECT count(*) FROM bdk_turn_slots w \
+     WHERE w.agent = $1 AND NOT w.running AND w.seq <= m.seq) END \
+     FROM bdk_turn_slots m WHERE m.agent = $1 AND m.session_id = $2 AND m.turn_id = $3";
 
 /// Gives a slot (or a place) up and tells every replica (`NOTIFY bdk_slots`, at commit).
 const RELEASE: &str = "WITH d AS (DELETE FROM bdk_turn_slots WHERE agent = $1 AND session_id = $2 AND turn_id = $3 \
      RETURNING agent) SELECT pg_notify('bdk_slots', agent) FROM d";
 
 impl PgStore {
-    /// One round trip, one statement. The table is unlogged, so its commit waits for no flush.
+    /// One round trip: the claim's statements go out pipelined in one transaction (each sees
+    /// the ones before), then `COMMIT`. The table is unlogged, so the commit waits for no flush.
     pub(crate) async fn claim_turn_slot(&self, session: &SessionId, turn: &str, max: u32) -> Result<SlotClaim> {
         let client = self.db.client().await?;
-        let claim = client.prepare_cached(CLAIM).await.map_err(db)?;
-        let (session, max) = (session.as_str(), i64::from(max));
-        let row =
-            client.query_one(&claim, &[&&*self.agent, &session, &turn, &self.db.replica, &max]).await.map_err(db)?;
+        let (lock, drop_dead, join, run, place) = tokio::try_join!(
+            client.prepare_cached(LOCK),
+            client.prepare_cached(DROP_DEAD),
+            client.prepare_cached(JOIN),
+            client.prepare_cached(RUN),
+            client.prepare_cached(PLACE),
+        )
+        .map_err(db)?;
+        type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
+        let (agent, session, max) = (&*self.agent, session.as_str(), i64::from(max));
+        let by_agent: &Params = &[&agent];
+        let by_turn: &Params = &[&agent, &session, &turn];
+        let joining: &Params = &[&agent, &session, &turn, &self.db.replica];
+        let running: &Params = &[&agent, &session, &turn, &max];
+        // (`biased`: polled in order, so the statements go out in this order on the connection.)
+        let (begun, locked, dropped, joined, ran, row, committed) = tokio::join!(
+            biased;
+            client.batch_execute("BEGIN"),
+            client.execute(&lock, by_agent),
+            client.execute(&drop_dead, by_agent),
+            client.execute(&join, joining),
+            client.execute(&run, running),
+            client.query_one(&place, by_turn),
+            client.batch_execute("COMMIT"),
+        );
+        // A failed statement makes the rest fail and the commit a rollback.
+        begun.map_err(db)?;
+        locked.map_err(db)?;
+        dropped.map_err(db)?;
+        joined.map_err(db)?;
+        ran.map_err(db)?;
+        let row = row.map_err(db)?;
+        committed.map_err(db)?;
         let (taken, place): (i64, i64) = (row.get(0), row.get(1));
         let free = (max - taken).max(0);
         Ok(match place {
