@@ -131,6 +131,14 @@ impl FsStore {
         self.inner.syncs.log_reads()
     }
 
+    /// How many times this store has handed work to tokio's blocking pool (a thread hop there
+    /// and back: a wake-up, a context switch and a wake-up back). Event log commits never do
+    /// (the writer threads make them); a text turn of a session that exists makes none, counted
+    /// so tests see it stay so.
+    pub fn blocking_hops(&self) -> u64 {
+        self.inner.syncs.blocking_hops()
+    }
+
     /// This store as the trait objects the engine holds.
     pub fn stores(&self) -> Stores {
         Stores {
@@ -294,13 +302,18 @@ impl FsStore {
     }
 }
 
-/// Runs blocking file IO on tokio's blocking pool.
-pub(crate) async fn blocking<T, F>(f: F) -> Result<T>
+/// Runs blocking file IO on tokio's blocking pool, counted in `counters` (each call is a hop
+/// to another thread and back; see [`FsStore::blocking_hops`]).
+pub(crate) fn blocking<T, F>(counters: &Arc<SyncCounters>, f: F) -> impl Future<Output = Result<T>> + Send + 'static
 where
     F: FnOnce() -> Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+    let counters = counters.clone();
+    async move {
+        counters.blocking_hop();
+        tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+    }
 }
 
 impl EventLog for FsStore {
@@ -343,7 +356,7 @@ impl EventLog for FsStore {
             };
             let path = log.shared.path.clone();
             log.shared.syncs.log_read();
-            let read = blocking(move || read_chunk(&path, cursor, from, max)).await;
+            let read = blocking(&self.inner.syncs, move || read_chunk(&path, cursor, from, max)).await;
             match read {
                 Ok((events, _)) => Ok(events),
                 Err(error) if error.is_not_found() => Err(Error::SessionNotFound(session.clone())),

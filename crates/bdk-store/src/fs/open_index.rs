@@ -19,7 +19,7 @@
 //!
 //! It owns the markers, not the records (`sessions.rs`).
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -49,19 +49,18 @@ pub(crate) fn marker(layout: &Layout, id: &SessionId) -> PathBuf {
     dir(layout).join(id.as_str())
 }
 
-/// Makes sure the marker at `path` exists (a no-op when it does). Not synced (see the module
-/// docs): a process that dies keeps it; a power loss can lose it.
+/// Makes sure the marker at `path` exists (an existing one is left as it is). Not synced (see
+/// the module docs): a process that dies keeps it; a power loss can lose it. One `open`, no
+/// `stat` first: the marker is made on a transition to `running`, when it is absent.
 pub(crate) fn mark_at(path: &Path) -> Result<()> {
-    if path.exists() {
-        return Ok(());
-    }
-    match File::create(path) {
-        Ok(_) => Ok(()),
+    let create = || OpenOptions::new().write(true).create(true).open(path).map(drop);
+    match create() {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // First marker of this state folder.
             let dir = path.parent().unwrap_or(path);
             fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            File::create(path).map(drop).map_err(|e| Error::io(path, e))
+            create().map_err(|e| Error::io(path, e))
         }
         Err(e) => Err(Error::io(path, e)),
     }

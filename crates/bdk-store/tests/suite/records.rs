@@ -125,6 +125,53 @@ async fn a_created_sessions_first_record_is_in_its_first_commit() {
     assert_eq!(log.matches("\"sessionRecord\"").count(), 1);
 }
 
+/// `create` writes `session.json` in place and the first commit, which carries the same record,
+/// leaves it alone: a new session's record reaches the folder once, with no rename. Readers
+/// that do not know the file is current (another process, a restart) find the same record in
+/// the log.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sessions_session_json_is_written_once() {
+    use std::os::unix::fs::MetadataExt;
+
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let path = fx.store.layout().session_json(&id);
+    let record = with_token(&id, "one");
+    within(fx.store.create(record.clone())).await.unwrap();
+    let created = std::fs::metadata(&path).unwrap();
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (after.ino(), after.mtime(), after.mtime_nsec()),
+        (created.ino(), created.mtime(), created.mtime_nsec())
+    );
+    assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(record.clone()));
+    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+    assert_eq!(within(fx.reopen().get(&id)).await.unwrap(), Some(record));
+}
+
+/// The commits of a session that exists, its record's replacements with them included, run
+/// on the store's writer threads: none hands work to tokio's blocking pool.
+#[tokio::test]
+async fn appends_and_their_records_make_no_blocking_pool_hop() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let before = fx.store.blocking_hops();
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    assert_eq!(fx.store.blocking_hops() - before, 1, "creating the folder is one hop");
+    let before = fx.store.blocking_hops();
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    within(fx.store.append_with_record(&id, vec![delta("message")], with_token(&id, "two"))).await.unwrap();
+    let mut waiting = with_token(&id, "two");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert_eq!(within(fx.store.read(&id, 0, None)).await.unwrap().len(), 3);
+    assert_eq!(fx.store.blocking_hops() - before, 0);
+    assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(waiting));
+}
+
 #[tokio::test]
 async fn a_record_replaced_before_the_first_commit_is_the_one_that_commit_carries() {
     let fx = Fixture::new();
