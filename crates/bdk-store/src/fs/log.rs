@@ -29,6 +29,7 @@ use tokio::sync::{broadcast, oneshot};
 use super::blocking;
 use super::handoff;
 use super::live::LiveChannel;
+use super::open_index;
 use super::record_file::{self, RecordFiles};
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
@@ -192,14 +193,24 @@ impl Shared {
     /// in progress, so it cannot interleave with a commit's own replacement of the file. It gets
     /// the log's durable length and a created session's first record not yet committed, which
     /// it may replace with a newer one: the first commit then carries that.
-    pub fn replacing_record(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> Result<()>) -> Result<()> {
+    /// It also gets the log's knowledge of the session's open-session marker, to keep it true.
+    pub fn replacing_record(
+        &self,
+        replace: impl FnOnce(u64, &mut Option<SessionRecord>, &mut RecordFiles) -> Result<()>,
+    ) -> Result<()> {
         let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let len = self.state().len;
-        let replaced = replace(len, &mut side.pending);
+        let side = &mut *side;
+        let replaced = replace(len, &mut side.pending, &mut side.records);
         // After a failed write `session.json` may lack a created session's first record (which
         // its first commit then does not write again): reads look in the log.
         self.record_current.store(replaced.is_ok(), Ordering::Release);
         replaced
+    }
+
+    /// The log is being released: the open-session marker it kept past a settled record goes.
+    pub fn release_marker(&self) {
+        self.file.lock().unwrap_or_else(PoisonError::into_inner).records.release_marker();
     }
 
     /// Whether `session.json` holds the newest record this log carries (see the field).
@@ -290,6 +301,8 @@ impl LogHandle {
     ) -> Self {
         let durable = Durable { len: 0, next_index: 0, checkpoints: Vec::new(), commits: 0, tail: Tail::default() };
         let session = record.id.clone();
+        // `create` made the marker of a record that may have an open turn.
+        let records = RecordFiles { marked: open_index::is_open(record.status), ..records };
         let file = FileSide { file: Some(file), cut_pending: false, records, pending: Some(record) };
         let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
         // `create` wrote it, and nothing is in the log yet.

@@ -194,9 +194,19 @@ impl FsStore {
         let idle = Arc::strong_count(cell) == 1
             && cell.get().is_none_or(|handle| Arc::strong_count(handle) == 1 && handle.shared.followers() == 0);
         if idle {
+            // Under the registry's lock: no new handle of this log can make the marker meanwhile.
+            if let Some(handle) = cell.get() {
+                handle.shared.release_marker();
+            }
             logs.remove(session);
         }
         idle
+    }
+
+    /// Whether `session`'s log is open in this process (its handle owns the session's
+    /// open-session marker while it is).
+    fn is_log_open(&self, session: &SessionId) -> bool {
+        self.registry().contains_key(session)
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, LogCell>> {
@@ -239,7 +249,7 @@ impl FsStore {
     /// Where `session`'s record lives besides its log.
     fn record_files(&self, session: &SessionId) -> RecordFiles {
         let layout = &self.inner.layout;
-        RecordFiles { session_json: layout.session_json(session), open_marker: open_index::marker(layout, session) }
+        RecordFiles::new(layout.session_json(session), open_index::marker(layout, session))
     }
 
     /// What a read of `session`'s record needs to know of its log here (`record_file.rs`).

@@ -74,6 +74,7 @@ impl SessionStore for FsStore {
                 &layout,
                 &syncs,
                 |id| read_record(&layout, id, &syncs, view(id)),
+                |id| store.is_log_open(id),
                 || list(&layout, &syncs, &view),
             )
         }))
@@ -132,12 +133,16 @@ impl FsStore {
             };
             let (layout, syncs) = (self.layout().clone(), self.sync_counters());
             blocking(&self.inner.syncs, move || match log {
-                Some(log) => log.replacing_record(|len, first| {
+                Some(log) => log.replacing_record(|len, first, files| {
                     // Not committed yet: the first commit carries this record instead.
                     if first.is_some() {
                         *first = Some(record.clone());
                     }
-                    replace_record(&layout, &record, Some(len), write, &syncs)
+                    replace_record(&layout, &record, Some(len), write, &syncs)?;
+                    // `replace_record` made the marker or removed it.
+                    files.marked = open_index::is_open(record.status);
+                    files.settled = !files.marked;
+                    Ok(())
                 }),
                 None => replace_record(&layout, &record, None, write, &syncs),
             })

@@ -172,6 +172,40 @@ async fn appends_and_their_records_make_no_blocking_pool_hop() {
     assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(waiting));
 }
 
+/// A session's open-session marker is made once while its log is open: a settled record keeps
+/// it (the next message would make it again), and releasing the log (its actor retired)
+/// removes it. A process that stops first leaves it, and the next start's listing drops it.
+#[tokio::test]
+async fn a_sessions_marker_stays_between_turns_and_goes_with_its_log() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let marker = fx.store.layout().root().join("open").join(id.as_str());
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    assert!(marker.exists(), "a running record is marked before it is written");
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    let mut waiting = with_token(&id, "one");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert!(marker.exists(), "kept while the log is open");
+    assert!(within(fx.store.list_open()).await.unwrap().is_empty(), "not listed as open");
+    assert!(marker.exists(), "the listing leaves a marker an open log keeps");
+    within(fx.store.append_with_record(&id, vec![delta("message")], with_token(&id, "two"))).await.unwrap();
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert!(fx.store.release_idle_log(&id));
+    assert!(!marker.exists(), "released with its log");
+
+    // Stopped with the log open: the next start drops the marker of the settled session.
+    let other = SessionId::generate();
+    let marker = fx.store.layout().root().join("open").join(other.as_str());
+    within(fx.store.create(with_token(&other, "one"))).await.unwrap();
+    let mut waiting = with_token(&other, "one");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&other, vec![delta("closing")], waiting)).await.unwrap();
+    assert!(marker.exists());
+    assert!(within(fx.reopen().list_open()).await.unwrap().is_empty());
+    assert!(!marker.exists());
+}
+
 #[tokio::test]
 async fn a_record_replaced_before_the_first_commit_is_the_one_that_commit_carries() {
     let fx = Fixture::new();
