@@ -59,7 +59,7 @@ pub(crate) fn marker(layout: &Layout, id: &SessionId) -> PathBuf {
 /// the module docs): a process that dies keeps it; a power loss can lose it. One `open`, no
 /// `stat` first: the marker is made on a transition to `running`, when it is absent.
 pub(crate) fn mark_at(path: &Path) -> Result<()> {
-    let create = || OpenOptions::new().write(true).create(true).open(path).map(drop);
+    let create = || OpenOptions::new().write(true).create(true).truncate(false).open(path).map(drop);
     match create() {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
