@@ -7,8 +7,10 @@
 //! queues coalesced messages, and writes the session-level event that closes each turn
 //! (`session.waiting`, `session.completed`, `session.failed`), and keeps the session's status in
 //! its record in step: `running` from the accepted message (written with the token's rotation),
-//! the settled status right after the closing event, so a record is written only on a
-//! transition. A crash between the two leaves the record stale; recovery rewrites it. When idle for
+//! the settled status with the closing event (in the same commit), so a record is written only
+//! on a transition. A closing event written later (the store had refused it) gets its status
+//! written after it; a crash between the two leaves the record stale, and recovery rewrites
+//! it. When idle for
 //! `AgentConfig::idle_timeout` it retires: the registry forgets it and the store may release
 //! the session's log, so an idle session costs no task. The next request re-creates it from the
 //! store; nothing it holds is not also on disk.
@@ -717,11 +719,12 @@ impl Actor {
         let tools = std::mem::take(&mut outcome.tools);
         let (events, status) = self.settle_events(outcome);
         crate::turn_log::closed(&self.id, &events, &tools);
-        // On a shared database (session leases) the settled status rides in the closing
-        // events' transaction: one commit instead of two, and no listing shows the session
-        // `running` after its `session.waiting`. On the filesystem the derived status replaces
-        // `session.json` after the append, as restart recovery can rebuild it.
-        let settled = self.core.leases.as_ref().and_then(|_| self.settled_record(status));
+        // The settled status rides in the closing events' commit: one durable write instead of
+        // a write and a status update after it, and no listing shows the session `running`
+        // after its `session.waiting`. A database writes it in the same transaction; the
+        // filesystem in the commit's first line, and its writer thread replaces `session.json`
+        // before the append answers, so the turn's end makes no blocking-pool hop.
+        let settled = self.settled_record(status);
         match self.append_with(events.clone(), settled.clone()).await {
             Ok(()) => {
                 match settled {
@@ -759,6 +762,18 @@ impl Actor {
         (events, status)
     }
 
+    /// Folds events this actor just wrote (a turn's closing events, an accepted message) into
+    /// the conversation it lends the next turn, so that turn need not read them back from the
+    /// log: once no follower keeps a log's newest events in memory, that read is a disk read.
+    /// Only when they continue the fold with nothing between; otherwise the turn reads.
+    fn fold_written(&mut self, written: &[bdk_store::SharedEvent]) {
+        if let Some(conversation) = &mut self.conversation
+            && written.first().is_some_and(|e| e.index == conversation.next_index())
+        {
+            conversation.fold(written);
+        }
+    }
+
     async fn append(&mut self, events: Vec<NewEvent>) -> Result<()> {
         self.append_with(events, None).await
     }
@@ -771,7 +786,10 @@ impl Actor {
             None => log.append(&self.id, events).await,
         };
         match appended {
-            Ok(_) => Ok(()),
+            Ok(written) => {
+                self.fold_written(&written);
+                Ok(())
+            }
             Err(bdk_store::Error::LeaseLost(id)) => {
                 // Another replica claimed the session (this one stalled past its lease): it
                 // owns the log now. Nothing was written; forget what this actor cached, so the

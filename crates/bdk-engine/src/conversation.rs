@@ -106,8 +106,9 @@ impl Conversation {
     }
 
     /// Folds events in log order; events already folded are skipped.
-    pub fn fold(&mut self, events: &[Event]) {
+    pub fn fold<E: std::borrow::Borrow<Event>>(&mut self, events: &[E]) {
         for event in events {
+            let event = event.borrow();
             if event.index < self.next_index {
                 continue;
             }

@@ -4,7 +4,8 @@
 
 use bdk_engine::Admission;
 use bdk_model::ScriptStep;
-use bdk_store::SyncStats;
+use bdk_protocol::EventData;
+use bdk_store::{SessionStore, SyncStats};
 use serde_json::json;
 
 use super::support::{Fixture, alice, filesystem_only, follow, settled, within};
@@ -38,6 +39,42 @@ async fn a_new_session_text_turn_makes_two_file_syncs_and_two_directory_syncs() 
     // `message.received` with the rotated token's record in the same commit, then the turn.
     // No directory: `session.json` and the marker the waiting session gets back are not synced.
     assert_eq!(fx.fs.syncs().since(before), SyncStats { file_syncs: 2, dir_syncs: 0 });
+}
+
+/// A text turn's store work runs on the store's writer threads: a follow-up hands nothing to
+/// tokio's blocking pool (its message, its turn, and the settled status that rides in the
+/// turn's closing commit), and a new session only the creation of its folder.
+#[tokio::test]
+async fn a_text_turn_makes_no_blocking_pool_hop() {
+    if filesystem_only("a_text_turn_makes_no_blocking_pool_hop", "the filesystem store's hop counter") {
+        return;
+    }
+    let fx = Fixture::new(vec![ScriptStep::text("hello there"), ScriptStep::text("again")]).await;
+    let before = fx.fs.blocking_hops();
+    let started = fx.start("hi").await;
+    let first = settled(&fx.engine, &started.session_id, 1).await;
+    assert_eq!(fx.fs.blocking_hops() - before, 1, "creating the session's folder");
+
+    // A client that keeps its stream open (a stream opened afresh from index 0 reads the log
+    // from disk, once the events no follower waits for have left memory).
+    let next = first.last().map_or(0, |e| e.index + 1);
+    let mut stream = within(fx.engine.follow(&started.session_id, &alice(), next)).await.unwrap();
+    let before = fx.fs.blocking_hops();
+    let reply = within(
+        fx.engine.follow_up(&started.session_id, follow("more", &started.continuation_token, Admission::Preempt)),
+    )
+    .await
+    .unwrap();
+    loop {
+        let event = within(stream.next()).await.unwrap().unwrap();
+        if matches!(event.data, EventData::SessionWaiting(_)) {
+            break;
+        }
+    }
+    assert_eq!(fx.fs.blocking_hops() - before, 0);
+    let record = within(fx.fs.get(&started.session_id)).await.unwrap().unwrap();
+    assert_eq!(record.status, Some(bdk_store::SessionStatus::Waiting));
+    assert_eq!(record.continuation_token, Some(reply.continuation_token));
 }
 
 #[tokio::test]

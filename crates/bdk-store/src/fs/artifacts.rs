@@ -90,7 +90,7 @@ fn newest_first(records: &mut [ArtifactRecord]) {
 impl ArtifactStore for FsStore {
     fn tag(&self, tag: ArtifactTag, max: Option<usize>) -> BoxFuture<'_, Result<Tagged>> {
         let (dir, syncs) = (dir(self), self.sync_counters());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             tag.check_size()?;
             let _guard = TAG_LOCK.lock().unwrap_or_else(|p| p.into_inner());
             fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -121,12 +121,12 @@ impl ArtifactStore for FsStore {
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<ArtifactRecord>>> {
         let (dir, id) = (dir(self), id.to_owned());
-        Box::pin(blocking(move || if is_artifact_id(&id) { read_one(&dir, &id) } else { Ok(None) }))
+        Box::pin(blocking(&self.inner.syncs, move || if is_artifact_id(&id) { read_one(&dir, &id) } else { Ok(None) }))
     }
 
     fn list<'a>(&'a self, query: &'a ArtifactQuery) -> BoxFuture<'a, Result<Vec<ArtifactRecord>>> {
         let (dir, query) = (dir(self), query.clone());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let mut records: Vec<ArtifactRecord> = read_all(&dir)?.into_iter().filter(|r| query.matches(r)).collect();
             newest_first(&mut records);
             if let Some(limit) = query.limit {
@@ -138,7 +138,7 @@ impl ArtifactStore for FsStore {
 
     fn content<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
         let (dir, id) = (dir(self), id.to_owned());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             if !is_artifact_id(&id) || read_one(&dir, &id)?.and_then(|r| r.content).is_none() {
                 return Ok(None);
             }

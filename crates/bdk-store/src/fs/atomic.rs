@@ -4,6 +4,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::syncs::SyncCounters;
@@ -21,6 +22,12 @@ pub(crate) fn replace_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Creates `path` (which must not exist) with `bytes`, in place and without a sync: readers may
+/// see it empty or partly written until this returns.
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    OpenOptions::new().write(true).create_new(true).open(path)?.write_all(bytes)
 }
 
 /// Replaces `path` with `bytes` atomically and durably: one file sync, one directory sync.
@@ -43,9 +50,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], syncs: &SyncCounters) -> i
 /// A unique hidden sibling of `path`: `.<name>.<pid>.<n>.tmp`.
 pub(crate) fn temp_path(path: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    // Read once: `std::process::id` is a system call each time.
+    static PID: OnceLock<u32> = OnceLock::new();
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()))
+    let pid = *PID.get_or_init(std::process::id);
+    path.with_file_name(format!(".{name}.{pid}.{n}.tmp"))
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ impl Source for FsSource {
         };
         let path = self.path.clone();
         self.syncs.log_read();
-        match blocking(move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
+        match blocking(&self.syncs, move || read_chunk(&path, cursor, want, FOLLOW_CHUNK)).await {
             Ok((events, next)) => {
                 Ok((events.into_iter().map(Arc::new).collect(), (next.offset < next.end).then_some(Span::Disk(next))))
             }

@@ -55,13 +55,13 @@ impl HostDataStore for FsStore {
     fn kv_get<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, Result<Option<Value>>> {
         let area = Area::of(self.layout(), scope);
         let key = key.to_owned();
-        Box::pin(blocking(move || get_in(&area.kv, &key)))
+        Box::pin(blocking(&self.inner.syncs, move || get_in(&area.kv, &key)))
     }
 
     fn kv_put<'a>(&'a self, scope: &'a DataScope, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>> {
         let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             area.writable()?;
             put_in(&area.kv, &key, &value, &syncs)
         }))
@@ -70,19 +70,19 @@ impl HostDataStore for FsStore {
     fn kv_delete<'a>(&'a self, scope: &'a DataScope, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || delete_in(&area.kv, &key, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || delete_in(&area.kv, &key, &syncs)))
     }
 
     fn kv_keys<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         let area = Area::of(self.layout(), scope);
         let prefix = prefix.to_owned();
-        Box::pin(blocking(move || keys_in(&area.kv, &prefix)))
+        Box::pin(blocking(&self.inner.syncs, move || keys_in(&area.kv, &prefix)))
     }
 
     fn file_read<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>>> {
         let area = Area::of(self.layout(), scope);
         let path = path.to_owned();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let full = area.files.join(check_path(&path)?);
             match fs::read(&full) {
                 Ok(bytes) => Ok(Some(bytes)),
@@ -96,7 +96,7 @@ impl HostDataStore for FsStore {
     fn file_write<'a>(&'a self, scope: &'a DataScope, path: &'a str, bytes: Vec<u8>) -> BoxFuture<'a, Result<()>> {
         let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let path = path.to_owned();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let full = area.files.join(check_path(&path)?);
             area.writable()?;
             if full.is_dir() {
@@ -118,7 +118,7 @@ impl HostDataStore for FsStore {
     fn file_delete<'a>(&'a self, scope: &'a DataScope, path: &'a str) -> BoxFuture<'a, Result<bool>> {
         let (area, syncs) = (Area::of(self.layout(), scope), self.sync_counters());
         let path = path.to_owned();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let full = area.files.join(check_path(&path)?);
             match fs::remove_file(&full) {
                 Ok(()) => {
@@ -135,7 +135,7 @@ impl HostDataStore for FsStore {
     fn file_list<'a>(&'a self, scope: &'a DataScope, prefix: &'a str) -> BoxFuture<'a, Result<Vec<FileEntry>>> {
         let area = Area::of(self.layout(), scope);
         let prefix = prefix.to_owned();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let mut out = Vec::new();
             walk(&area.files, "", &mut out)?;
             out.retain(|entry| entry.path.starts_with(&prefix));

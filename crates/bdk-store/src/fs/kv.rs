@@ -21,25 +21,25 @@ impl KvStore for FsStore {
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Value>>> {
         let dir = self.layout().kv_dir();
         let key = key.to_owned();
-        Box::pin(blocking(move || get_in(&dir, &key)))
+        Box::pin(blocking(&self.inner.syncs, move || get_in(&dir, &key)))
     }
 
     fn put<'a>(&'a self, key: &'a str, value: Value) -> BoxFuture<'a, Result<()>> {
         let (dir, syncs) = (self.layout().kv_dir(), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || put_in(&dir, &key, &value, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || put_in(&dir, &key, &value, &syncs)))
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<bool>> {
         let (dir, syncs) = (self.layout().kv_dir(), self.sync_counters());
         let key = key.to_owned();
-        Box::pin(blocking(move || delete_in(&dir, &key, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || delete_in(&dir, &key, &syncs)))
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         let dir = self.layout().kv_dir();
         let prefix = prefix.to_owned();
-        Box::pin(blocking(move || keys_in(&dir, &prefix)))
+        Box::pin(blocking(&self.inner.syncs, move || keys_in(&dir, &prefix)))
     }
 }
 

@@ -29,6 +29,7 @@ use tokio::sync::{broadcast, oneshot};
 use super::blocking;
 use super::handoff;
 use super::live::LiveChannel;
+use super::open_index;
 use super::record_file::{self, RecordFiles};
 use super::recover::{CHECKPOINT_EVERY, recover};
 use super::syncs::SyncCounters;
@@ -192,14 +193,24 @@ impl Shared {
     /// in progress, so it cannot interleave with a commit's own replacement of the file. It gets
     /// the log's durable length and a created session's first record not yet committed, which
     /// it may replace with a newer one: the first commit then carries that.
-    pub fn replacing_record(&self, replace: impl FnOnce(u64, &mut Option<SessionRecord>) -> Result<()>) -> Result<()> {
+    /// It also gets the log's knowledge of the session's open-session marker, to keep it true.
+    pub fn replacing_record(
+        &self,
+        replace: impl FnOnce(u64, &mut Option<SessionRecord>, &mut RecordFiles) -> Result<()>,
+    ) -> Result<()> {
         let mut side = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         let len = self.state().len;
-        let replaced = replace(len, &mut side.pending);
-        if replaced.is_ok() {
-            self.record_current.store(true, Ordering::Release);
-        }
+        let side = &mut *side;
+        let replaced = replace(len, &mut side.pending, &mut side.records);
+        // After a failed write `session.json` may lack a created session's first record (which
+        // its first commit then does not write again): reads look in the log.
+        self.record_current.store(replaced.is_ok(), Ordering::Release);
         replaced
+    }
+
+    /// The log is being released: the open-session marker it kept past a settled record goes.
+    pub fn release_marker(&self) {
+        self.file.lock().unwrap_or_else(PoisonError::into_inner).records.release_marker();
     }
 
     /// Whether `session.json` holds the newest record this log carries (see the field).
@@ -247,8 +258,9 @@ impl LogHandle {
     ) -> Result<Self> {
         let (recovered, file) = {
             let (path, session_json, session) = (path.clone(), records.session_json.clone(), session.clone());
+            let hops = syncs.clone();
             let syncs = syncs.clone();
-            blocking(move || {
+            blocking(&hops, move || {
                 if !session_json.exists() {
                     return Err(Error::SessionNotFound(session));
                 }
@@ -289,6 +301,8 @@ impl LogHandle {
     ) -> Self {
         let durable = Durable { len: 0, next_index: 0, checkpoints: Vec::new(), commits: 0, tail: Tail::default() };
         let session = record.id.clone();
+        // `create` made the marker of a record that may have an open turn.
+        let records = RecordFiles { marked: open_index::is_open(record.status), ..records };
         let file = FileSide { file: Some(file), cut_pending: false, records, pending: Some(record) };
         let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
         // `create` wrote it, and nothing is in the log yet.
@@ -356,6 +370,15 @@ pub(crate) struct FileSide {
     pending: Option<SessionRecord>,
 }
 
+/// A record a write carries in its line, and the end of that line in the log.
+struct Embedded {
+    record: SessionRecord,
+    end: u64,
+    /// The request's own record (`false`: a created session's first record, carried by its
+    /// first commit).
+    own: bool,
+}
+
 /// One request's events, encoded and waiting for the commit.
 struct Staged {
     ack: oneshot::Sender<Result<Vec<SharedEvent>>>,
@@ -382,13 +405,14 @@ impl Shared {
         let mut buf = Vec::with_capacity(requests.len() * 512);
         let mut checkpoints = Vec::new();
         // The newest record the batch carries, and the end of the line carrying it.
-        let mut embedded: Option<(SessionRecord, u64)> = None;
+        let mut embedded: Option<Embedded> = None;
         let mut pending = side.pending.clone();
         let (staged, index) = writer::assign(next_index, requests, |mut request, first| {
             let (buf_mark, checkpoint_mark) = (buf.len(), checkpoints.len());
             let mut events = Vec::with_capacity(request.events.len());
             let mut index = first;
             // A request's own record is newer than a created session's first one.
+            let own = request.record.is_some();
             let mut record = request.record.take().or_else(|| pending.clone());
             let mut carried_to = None;
             for new in request.events {
@@ -415,8 +439,8 @@ impl Shared {
                 if index.is_multiple_of(CHECKPOINT_EVERY) {
                     checkpoints.push(offset);
                 }
-                if let Some(carried) = carried {
-                    carried_to = Some((carried, len + buf.len() as u64));
+                if let Some(record) = carried {
+                    carried_to = Some(Embedded { record, end: len + buf.len() as u64, own });
                 }
                 events.push((Arc::new(event), buf.len() - start));
                 index += 1;
@@ -459,8 +483,8 @@ pub(crate) struct Written<'a> {
     /// The index after the last event written.
     index: u64,
     checkpoints: Vec<u64>,
-    /// The newest record the write carries, and the end of its line in the log.
-    embedded: Option<(SessionRecord, u64)>,
+    /// The newest record the write carries.
+    embedded: Option<Embedded>,
     /// Why the write failed, if it did.
     failed: Option<Error>,
 }
@@ -490,14 +514,21 @@ impl<'a> Written<'a> {
         };
         match outcome {
             Ok(()) => {
-                if let Some((record, end)) = self.embedded.take() {
-                    // Durable in the log now; `session.json` follows without a sync, before
-                    // anyone is answered. If this fails, readers rebuild it from the log.
+                if let Some(Embedded { record, end, own }) = self.embedded.take() {
                     self.side.pending = None;
-                    let replaced = self.side.records.replace(&record, end);
-                    log.record_current.store(replaced.is_ok(), Ordering::Release);
-                    if let Err(error) = replaced {
-                        tracing::warn!(session = %log.session, %error, "could not replace session.json; the log holds the record");
+                    // A created session's first record: `session.json` holds it already (it
+                    // was written with it and replaced by nothing since), accounting for none
+                    // of the log, so a reader that does not know it is current finds the same
+                    // record in the log. No second rename for a new session.
+                    let on_file = !own && log.record_current();
+                    if !on_file {
+                        // Durable in the log now; `session.json` follows without a sync, before
+                        // anyone is answered. If this fails, readers rebuild it from the log.
+                        let replaced = self.side.records.replace(&record, end);
+                        log.record_current.store(replaced.is_ok(), Ordering::Release);
+                        if let Err(error) = replaced {
+                            tracing::warn!(session = %log.session, %error, "could not replace session.json; the log holds the record");
+                        }
                     }
                 }
                 let mut tail = Vec::new();

@@ -131,6 +131,14 @@ impl FsStore {
         self.inner.syncs.log_reads()
     }
 
+    /// How many times this store has handed work to tokio's blocking pool (a thread hop there
+    /// and back: a wake-up, a context switch and a wake-up back). Event log commits never do
+    /// (the writer threads make them); a text turn of a session that exists makes none, counted
+    /// so tests see it stay so.
+    pub fn blocking_hops(&self) -> u64 {
+        self.inner.syncs.blocking_hops()
+    }
+
     /// This store as the trait objects the engine holds.
     pub fn stores(&self) -> Stores {
         Stores {
@@ -186,9 +194,19 @@ impl FsStore {
         let idle = Arc::strong_count(cell) == 1
             && cell.get().is_none_or(|handle| Arc::strong_count(handle) == 1 && handle.shared.followers() == 0);
         if idle {
+            // Under the registry's lock: no new handle of this log can make the marker meanwhile.
+            if let Some(handle) = cell.get() {
+                handle.shared.release_marker();
+            }
             logs.remove(session);
         }
         idle
+    }
+
+    /// Whether `session`'s log is open in this process (its handle owns the session's
+    /// open-session marker while it is).
+    fn is_log_open(&self, session: &SessionId) -> bool {
+        self.registry().contains_key(session)
     }
 
     fn registry(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, LogCell>> {
@@ -231,7 +249,7 @@ impl FsStore {
     /// Where `session`'s record lives besides its log.
     fn record_files(&self, session: &SessionId) -> RecordFiles {
         let layout = &self.inner.layout;
-        RecordFiles { session_json: layout.session_json(session), open_marker: open_index::marker(layout, session) }
+        RecordFiles::new(layout.session_json(session), open_index::marker(layout, session))
     }
 
     /// What a read of `session`'s record needs to know of its log here (`record_file.rs`).
@@ -294,13 +312,18 @@ impl FsStore {
     }
 }
 
-/// Runs blocking file IO on tokio's blocking pool.
-pub(crate) async fn blocking<T, F>(f: F) -> Result<T>
+/// Runs blocking file IO on tokio's blocking pool, counted in `counters` (each call is a hop
+/// to another thread and back; see [`FsStore::blocking_hops`]).
+pub(crate) fn blocking<T, F>(counters: &Arc<SyncCounters>, f: F) -> impl Future<Output = Result<T>> + Send + 'static
 where
     F: FnOnce() -> Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+    let counters = counters.clone();
+    async move {
+        counters.blocking_hop();
+        tokio::task::spawn_blocking(f).await.map_err(|e| Error::Task(e.to_string()))?
+    }
 }
 
 impl EventLog for FsStore {
@@ -343,7 +366,7 @@ impl EventLog for FsStore {
             };
             let path = log.shared.path.clone();
             log.shared.syncs.log_read();
-            let read = blocking(move || read_chunk(&path, cursor, from, max)).await;
+            let read = blocking(&self.inner.syncs, move || read_chunk(&path, cursor, from, max)).await;
             match read {
                 Ok((events, _)) => Ok(events),
                 Err(error) if error.is_not_found() => Err(Error::SessionNotFound(session.clone())),

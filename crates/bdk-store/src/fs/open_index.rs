@@ -3,8 +3,14 @@
 //!
 //! A marker is created before a record saying `running` (or a record with no status) is
 //! written, and removed, once a settled status (`waiting`, `completed`, `failed`) is written or
-//! the session is deleted. Neither is synced: a process that dies (SIGKILL, a panic) leaves the
-//! marker in the kernel's hands, so restart recovery finds it. A power loss can lose a marker
+//! the session is deleted. While a session's log is open in this process, its handle keeps the
+//! marker it made past a settled record and removes it when the log is released (the actor
+//! retired): a session going from turn to turn makes it once instead of a file creation and
+//! removal per turn (`record_file.rs`). A process that stops first leaves those markers
+//! behind, stale, for the next start's [`list`] to drop.
+//!
+//! Neither the creation nor the removal is synced: a process that dies (SIGKILL, a panic)
+//! leaves the marker in the kernel's hands, so restart recovery finds it. A power loss can lose a marker
 //! made shortly before it (a new session's, or a waiting session's that took a message); such a
 //! session's open turn is closed when the session is next used instead (the engine checks a
 //! record that says `running` when an actor first loads it), and its record, rebuilt from the
@@ -19,7 +25,7 @@
 //!
 //! It owns the markers, not the records (`sessions.rs`).
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -49,19 +55,18 @@ pub(crate) fn marker(layout: &Layout, id: &SessionId) -> PathBuf {
     dir(layout).join(id.as_str())
 }
 
-/// Makes sure the marker at `path` exists (a no-op when it does). Not synced (see the module
-/// docs): a process that dies keeps it; a power loss can lose it.
+/// Makes sure the marker at `path` exists (an existing one is left as it is). Not synced (see
+/// the module docs): a process that dies keeps it; a power loss can lose it. One `open`, no
+/// `stat` first: the marker is made on a transition to `running`, when it is absent.
 pub(crate) fn mark_at(path: &Path) -> Result<()> {
-    if path.exists() {
-        return Ok(());
-    }
-    match File::create(path) {
-        Ok(_) => Ok(()),
+    let create = || OpenOptions::new().write(true).create(true).truncate(false).open(path).map(drop);
+    match create() {
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             // First marker of this state folder.
             let dir = path.parent().unwrap_or(path);
             fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            File::create(path).map(drop).map_err(|e| Error::io(path, e))
+            create().map_err(|e| Error::io(path, e))
         }
         Err(e) => Err(Error::io(path, e)),
     }
@@ -88,6 +93,7 @@ pub(crate) fn list(
     layout: &Layout,
     syncs: &SyncCounters,
     read: impl Fn(&SessionId) -> Result<Option<SessionRecord>>,
+    open_here: impl Fn(&SessionId) -> bool,
     every: impl FnOnce() -> Result<Vec<SessionRecord>>,
 ) -> Result<Vec<SessionRecord>> {
     let dir = dir(layout);
@@ -101,6 +107,9 @@ pub(crate) fn list(
         let Some(id) = entry.file_name().to_str().and_then(|name| SessionId::parse(name).ok()) else { continue };
         match read(&id) {
             Ok(Some(record)) if is_open(record.status) => records.push(record),
+            // A settled session whose log is open here: the log keeps its marker until it is
+            // released (`record_file.rs`).
+            Ok(Some(_)) if open_here(&id) => {}
             Ok(_) => unmark(layout, &id),
             Err(error) => tracing::warn!(session = %id, %error, "skipping an unreadable session"),
         }

@@ -35,28 +35,50 @@ pub(crate) const EMBED_KEY: &str = "sessionRecord";
 const LOG_BYTES: &str = "logBytes";
 
 /// The files one session's record lives in besides the log: `session.json` and its marker in
-/// the index of open sessions.
+/// the index of open sessions, and what the open log knows of that marker.
 #[derive(Debug, Clone)]
 pub(crate) struct RecordFiles {
     pub session_json: PathBuf,
     pub open_marker: PathBuf,
+    /// This open log made the marker (or found it made) and keeps it while the session goes
+    /// from turn to turn; [`RecordFiles::release_marker`] removes it once the log is released.
+    pub marked: bool,
+    /// The newest record written through this log is settled (`waiting`, `completed`, `failed`).
+    pub settled: bool,
 }
 
 impl RecordFiles {
+    pub fn new(session_json: PathBuf, open_marker: PathBuf) -> Self {
+        RecordFiles { session_json, open_marker, marked: false, settled: false }
+    }
+
     /// Replaces `session.json` with `record`, accounting for the log up to `log_bytes`, without
     /// a sync (the record is durable in the log, or derived from it). The open-session marker is
-    /// made first when the record may have an open turn, and removed after a settled one.
-    pub fn replace(&self, record: &SessionRecord, log_bytes: u64) -> Result<()> {
+    /// made first when the record may have an open turn and this log has not made it. After a
+    /// settled record a marker this log made stays while the log is open (the next message
+    /// would make it again; `open_index.rs` says why a marker may outlive its turn) and goes
+    /// when the log is released; one it did not make goes at once.
+    pub fn replace(&mut self, record: &SessionRecord, log_bytes: u64) -> Result<()> {
         let bytes = encode(record, Some(log_bytes))?;
         let open = open_index::is_open(record.status);
-        if open {
+        if open && !self.marked {
             open_index::mark_at(&self.open_marker)?;
+            self.marked = true;
         }
         replace_atomic(&self.session_json, &bytes).map_err(|e| Error::io(&self.session_json, e))?;
-        if !open {
+        self.settled = !open;
+        if !open && !self.marked {
             open_index::unmark_at(&self.open_marker);
         }
         Ok(())
+    }
+
+    /// The log is being released: removes the marker it kept past a settled record.
+    pub fn release_marker(&mut self) {
+        if self.marked && self.settled {
+            open_index::unmark_at(&self.open_marker);
+            self.marked = false;
+        }
     }
 }
 

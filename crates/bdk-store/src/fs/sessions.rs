@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bdk_protocol::SessionId;
 
-use super::atomic::{replace_atomic, write_atomic};
+use super::atomic::{replace_atomic, write_atomic, write_new};
 use super::open_index;
 use super::record_file::{self, LogView, encode};
 use super::syncs::SyncCounters;
@@ -30,12 +30,12 @@ impl SessionStore for FsStore {
         Box::pin(async move {
             let file = {
                 let record = record.clone();
-                blocking(move || create(&layout, &record, &syncs)).await?
+                blocking(&self.inner.syncs, move || create(&layout, &record, &syncs)).await?
             };
             if let Some(record) = self.register_created(record, file) {
                 // Its log was opened meanwhile and will not carry the record: sync it here.
                 let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-                blocking(move || {
+                blocking(&self.inner.syncs, move || {
                     let path = layout.session_json(&record.id);
                     write_atomic(&path, &encode(&record, Some(0))?, &syncs).map_err(|e| Error::io(&path, e))
                 })
@@ -49,7 +49,7 @@ impl SessionStore for FsStore {
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         let view = self.log_view(id);
         let id = id.clone();
-        Box::pin(blocking(move || read_record(&layout, &id, &syncs, view)))
+        Box::pin(blocking(&self.inner.syncs, move || read_record(&layout, &id, &syncs, view)))
     }
 
     fn update(&self, record: SessionRecord) -> BoxFuture<'_, Result<()>> {
@@ -62,18 +62,19 @@ impl SessionStore for FsStore {
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
         let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
-        Box::pin(blocking(move || list(&layout, &syncs, &|id| store.log_view(id))))
+        Box::pin(blocking(&self.inner.syncs, move || list(&layout, &syncs, &|id| store.log_view(id))))
     }
 
     /// Reads only the sessions `open/` marks (`open_index.rs`).
     fn list_open(&self) -> BoxFuture<'_, Result<Vec<SessionRecord>>> {
         let (layout, syncs, store) = (self.layout().clone(), self.sync_counters(), self.clone());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let view = |id: &SessionId| store.log_view(id);
             open_index::list(
                 &layout,
                 &syncs,
                 |id| read_record(&layout, id, &syncs, view(id)),
+                |id| store.is_log_open(id),
                 || list(&layout, &syncs, &view),
             )
         }))
@@ -84,7 +85,7 @@ impl SessionStore for FsStore {
         self.close_log(id);
         let (layout, syncs) = (self.layout().clone(), self.sync_counters());
         let id = id.clone();
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let deleted = delete(&layout, &id, &syncs)?;
             open_index::unmark(&layout, &id);
             Ok(deleted)
@@ -93,7 +94,7 @@ impl SessionStore for FsStore {
 
     fn probe_write(&self) -> BoxFuture<'_, Result<()>> {
         let (path, syncs) = (self.layout().root().join(PROBE_FILE), self.sync_counters());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             let stamp = bdk_protocol::event::timestamp_now().to_rfc3339();
             write_atomic(&path, stamp.as_bytes(), &syncs).map_err(|e| Error::io(&path, e))
         }))
@@ -131,13 +132,17 @@ impl FsStore {
                 }
             };
             let (layout, syncs) = (self.layout().clone(), self.sync_counters());
-            blocking(move || match log {
-                Some(log) => log.replacing_record(|len, first| {
+            blocking(&self.inner.syncs, move || match log {
+                Some(log) => log.replacing_record(|len, first, files| {
                     // Not committed yet: the first commit carries this record instead.
                     if first.is_some() {
                         *first = Some(record.clone());
                     }
-                    replace_record(&layout, &record, Some(len), write, &syncs)
+                    replace_record(&layout, &record, Some(len), write, &syncs)?;
+                    // `replace_record` made the marker or removed it.
+                    files.marked = open_index::is_open(record.status);
+                    files.settled = !files.marked;
+                    Ok(())
                 }),
                 None => replace_record(&layout, &record, None, write, &syncs),
             })
@@ -205,8 +210,11 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
         let bytes = encode(record, Some(0))?;
         let events = layout.events_path(&record.id);
         let log = OpenOptions::new().append(true).create_new(true).open(&events).map_err(|e| Error::io(&events, e))?;
+        // Written in place, not renamed over: nothing can be replaced in a folder just made.
+        // A reader meanwhile may find it empty or half written, which reads as a session that
+        // does not exist yet (its log is empty), and so does a crash before it is complete.
         let json = layout.session_json(&record.id);
-        replace_atomic(&json, &bytes).map_err(|e| Error::io(&json, e))?;
+        write_new(&json, &bytes).map_err(|e| Error::io(&json, e))?;
         syncs.dir(&dir).map_err(|e| Error::io(&dir, e))?;
         let sessions = layout.sessions_dir();
         syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))?;

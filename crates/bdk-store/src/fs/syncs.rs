@@ -35,6 +35,8 @@ pub(crate) struct SyncCounters {
     records: AtomicU64,
     /// Event log files opened for reading (not a sync either).
     log_reads: AtomicU64,
+    /// Work handed to tokio's blocking pool (`fs::blocking`).
+    blocking_hops: AtomicU64,
 }
 
 impl SyncCounters {
@@ -65,6 +67,15 @@ impl SyncCounters {
 
     pub fn log_reads(&self) -> u64 {
         self.log_reads.load(Ordering::Relaxed)
+    }
+
+    /// Counts one hop to tokio's blocking pool.
+    pub fn blocking_hop(&self) {
+        self.blocking_hops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn blocking_hops(&self) -> u64 {
+        self.blocking_hops.load(Ordering::Relaxed)
     }
 
     /// Makes a directory's entries (creations, renames, removals) durable.

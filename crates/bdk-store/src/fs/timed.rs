@@ -181,41 +181,41 @@ impl TimedStore for FsStore {
     fn claim_firing(&self, record: FiringRecord) -> BoxFuture<'_, Result<bool>> {
         let root = self.layout().root().to_path_buf();
         let syncs = self.sync_counters();
-        Box::pin(blocking(move || claim(&root, &record, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || claim(&root, &record, &syncs)))
     }
 
     fn update_firing(&self, record: FiringRecord) -> BoxFuture<'_, Result<()>> {
         let root = self.layout().root().to_path_buf();
         let syncs = self.sync_counters();
-        Box::pin(blocking(move || update(&root, &record, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || update(&root, &record, &syncs)))
     }
 
     fn firings<'a>(&'a self, kind: TimedKind, owner: &'a str) -> BoxFuture<'a, Result<Vec<FiringRecord>>> {
         let root = self.layout().root().to_path_buf();
         let owner = owner.to_owned();
-        Box::pin(blocking(move || firings_of(&owner_dir(&root, kind, &owner)?)))
+        Box::pin(blocking(&self.inner.syncs, move || firings_of(&owner_dir(&root, kind, &owner)?)))
     }
 
     fn open_firings(&self) -> BoxFuture<'_, Result<Vec<FiringRecord>>> {
         let root = self.layout().root().to_path_buf();
-        Box::pin(blocking(move || open_firings(&root)))
+        Box::pin(blocking(&self.inner.syncs, move || open_firings(&root)))
     }
 
     fn put_reminder(&self, record: ReminderRecord) -> BoxFuture<'_, Result<()>> {
         let root = self.layout().root().to_path_buf();
         let syncs = self.sync_counters();
-        Box::pin(blocking(move || put_reminder(&root, &record, &syncs)))
+        Box::pin(blocking(&self.inner.syncs, move || put_reminder(&root, &record, &syncs)))
     }
 
     fn reminder<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<ReminderRecord>>> {
         let root = self.layout().root().to_path_buf();
         let id = id.to_owned();
-        Box::pin(blocking(move || get_reminder(&root, &id)))
+        Box::pin(blocking(&self.inner.syncs, move || get_reminder(&root, &id)))
     }
 
     fn reminders(&self) -> BoxFuture<'_, Result<Vec<ReminderRecord>>> {
         let root = self.layout().root().to_path_buf();
-        Box::pin(blocking(move || all_reminders(&root)))
+        Box::pin(blocking(&self.inner.syncs, move || all_reminders(&root)))
     }
 }
 

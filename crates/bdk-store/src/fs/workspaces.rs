@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 impl WorkspaceStore for FsStore {
     fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>> {
         let (json, dir, id) = (self.layout().session_json(id), self.layout().workspace_dir(id), id.clone());
-        Box::pin(blocking(move || {
+        Box::pin(blocking(&self.inner.syncs, move || {
             if !json.exists() {
                 return Err(Error::SessionNotFound(id));
             }
@@ -34,7 +34,7 @@ impl WorkspaceStore for FsStore {
                 Ok(()) => Ok(dir),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(dir),
                 Err(_) => {
-                    blocking(move || {
+                    blocking(&self.inner.syncs, move || {
                         fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
                         Ok(dir)
                     })
@@ -56,7 +56,7 @@ impl WorkspaceStore for FsStore {
                 Ok(()) => Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
                 Err(_) => {
-                    blocking(move || match fs::remove_dir_all(&dir) {
+                    blocking(&self.inner.syncs, move || match fs::remove_dir_all(&dir) {
                         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Error::io(&dir, e)),
                         _ => Ok(()),
                     })

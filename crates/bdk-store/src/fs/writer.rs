@@ -1,8 +1,14 @@
 //! The store's writer threads: the one place event logs are written. Appends to every open log
 //! of the store queue on one bounded channel. A few threads take turns at it: the one whose turn
-//! it is waits for the next append, takes everything queued and hands the queue to the next,
-//! then groups its batch by log and commits each log's share with one `write` and one fsync
-//! (`log.rs`), then publishes and acknowledges it. No append hops through tokio's blocking pool;
+//! it is (the listener) waits for the next append, takes everything queued and lets go of the
+//! queue, then groups its batch by log and commits each log's share with one `write` and one
+//! fsync (`log.rs`), then publishes and acknowledges it, and goes back to the queue.
+//!
+//! The queue changes hands lazily: the other threads wait aside, and an append that finds no
+//! listener (the last one is busy committing) wakes one of them to take the queue. Handing it on
+//! at every batch instead woke a thread that had nothing to do whenever appends came one at a
+//! time (a wake-up and two context switches per append, which is most of a quiet server's
+//! appends); now a lone append wakes only the listener. No append hops through tokio's blocking pool;
 //! a batch that spans many sessions costs one wake-up, and its fsyncs run side by side
 //! (short-lived threads), as do the fsyncs of batches taken by different threads, so a
 //! session's commit never waits for another session's device flush.
@@ -16,7 +22,8 @@
 //! in `handoff_tests.rs` drive the same functions as production.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 
 use tokio::sync::mpsc;
@@ -29,24 +36,51 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub(crate) struct WriterHandle {
     requests: mpsc::Sender<AppendRequest>,
+    queue: Arc<Queue>,
+}
+
+/// The receiving side, shared by the writer threads.
+#[derive(Debug)]
+struct Queue {
+    /// Held by the listener while it waits for appends and takes a batch.
+    requests: Mutex<mpsc::Receiver<AppendRequest>>,
+    /// A thread waits for appends on `requests` right now.
+    listening: AtomicBool,
+    /// Threads waiting aside: `true` once one is asked to take the queue (an append found no
+    /// listener), until one of them does.
+    wanted: Mutex<bool>,
+    wake: Condvar,
+    /// Every sender is gone and the queue is empty: the threads end.
+    closed: AtomicBool,
 }
 
 impl WriterHandle {
     /// Starts the writer threads of a store.
     pub fn start(options: &FsStoreOptions) -> std::io::Result<Self> {
-        let (requests, queue) = mpsc::channel(options.queue_capacity.max(1));
-        let queue = Arc::new(Mutex::new(queue));
+        let (requests, receiver) = mpsc::channel(options.queue_capacity.max(1));
+        let queue = Arc::new(Queue {
+            requests: Mutex::new(receiver),
+            listening: AtomicBool::new(false),
+            wanted: Mutex::new(false),
+            wake: Condvar::new(),
+            closed: AtomicBool::new(false),
+        });
         let max_batch_events = options.max_batch_events.max(1);
         for _ in 0..options.writer_threads.max(1) {
             let queue = queue.clone();
             thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(&queue, max_batch_events))?;
         }
-        Ok(WriterHandle { requests })
+        Ok(WriterHandle { requests, queue })
     }
 
-    /// Queues an append; waits while the queue is full. `Err` when the thread has stopped.
+    /// Queues an append; waits while the queue is full. `Err` when the thread has stopped. With
+    /// no thread listening (every one is committing), asks a waiting one to take the queue.
     pub async fn send(&self, request: AppendRequest) -> Result<(), AppendRequest> {
-        self.requests.send(request).await.map_err(|e| e.0)
+        self.requests.send(request).await.map_err(|e| e.0)?;
+        if !self.queue.listening.load(Ordering::SeqCst) {
+            self.queue.want();
+        }
+        Ok(())
     }
 
     pub fn is_closed(&self) -> bool {
@@ -60,15 +94,68 @@ impl WriterHandle {
     }
 }
 
-fn run(queue: &Mutex<mpsc::Receiver<AppendRequest>>, max_batch_events: usize) {
-    loop {
-        let batch = {
-            // This thread's turn at the queue; the next waits here.
-            let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
-            // `None`: every sender is gone (the store and its logs were dropped).
-            let Some(first) = queue.blocking_recv() else { return };
-            take_batch(first, |r| r.events.len(), max_batch_events, || queue.try_recv().ok())
+impl Queue {
+    /// Asks one waiting thread to take the queue (a no-op while one is already asked).
+    fn want(&self) {
+        let mut wanted = self.wanted.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*wanted {
+            *wanted = true;
+            self.wake.notify_one();
+        }
+    }
+
+    /// Waits aside until asked to take the queue. `false` once the threads are to end.
+    fn wait_aside(&self) -> bool {
+        let wanted = self.wanted.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut wanted = self
+            .wake
+            .wait_while(wanted, |wanted| !*wanted && !self.closed.load(Ordering::SeqCst))
+            .unwrap_or_else(PoisonError::into_inner);
+        *wanted = false;
+        !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Listens for the next append and takes a batch, holding `requests`. `None` once every
+    /// sender is gone and the queue is empty.
+    fn take(
+        &self,
+        mut requests: std::sync::MutexGuard<'_, mpsc::Receiver<AppendRequest>>,
+        max_batch_events: usize,
+    ) -> Option<Vec<AppendRequest>> {
+        self.listening.store(true, Ordering::SeqCst);
+        let first = requests.blocking_recv();
+        self.listening.store(false, Ordering::SeqCst);
+        let Some(first) = first else {
+            // The store and its logs were dropped: wake every thread waiting aside to end.
+            self.closed.store(true, Ordering::SeqCst);
+            let _wanted = self.wanted.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wake.notify_all();
+            return None;
         };
+        // An append queued between `blocking_recv` and here may have found no listener and
+        // asked a waiting thread to take over: it gets the queue once this batch is taken.
+        Some(take_batch(first, |r| r.events.len(), max_batch_events, || requests.try_recv().ok()))
+    }
+}
+
+fn run(queue: &Queue, max_batch_events: usize) {
+    loop {
+        // Back from a commit: take the queue if it is free, else wait aside until an append
+        // finds nobody listening. Asked to take it, wait for the listener to let go.
+        let requests = match queue.requests.try_lock() {
+            Ok(requests) => requests,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                if !queue.wait_aside() {
+                    return;
+                }
+                queue.requests.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+        };
+        if queue.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(batch) = queue.take(requests, max_batch_events) else { return };
         let mut groups = by_log(batch, |r| Arc::as_ptr(&r.log));
         // One global locking order, so batches on different threads cannot deadlock.
         groups.sort_by_key(|requests| Arc::as_ptr(&requests[0].log) as usize);

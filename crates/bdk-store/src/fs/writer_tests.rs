@@ -301,3 +301,31 @@ async fn a_log_nobody_follows_keeps_no_channel_and_no_tail_from_before() {
     assert!(store.release_idle_log(&id));
     assert_eq!(store.log_memory(), crate::fs::LogMemory::default());
 }
+
+/// The queue changes hands only when an append finds no thread listening (`writer.rs`): one
+/// appender waiting for each append in turn, with every thread of the store's default count
+/// racing back from its commit, is never left with an append nobody takes (each would wait
+/// for the test's timeout), and neither are a few such appenders at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_one_at_a_time_are_always_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path()).unwrap();
+    let id = session(&store).await;
+    for i in 0..300 {
+        let written = within(store.append(&id, vec![delta("a")])).await.unwrap();
+        assert_eq!(written[0].index, i);
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let store = store.clone();
+        let id = session(&store).await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..100 {
+                within(store.append(&id, vec![delta("b")])).await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        within(task).await.unwrap();
+    }
+}

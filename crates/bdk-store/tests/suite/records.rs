@@ -125,6 +125,87 @@ async fn a_created_sessions_first_record_is_in_its_first_commit() {
     assert_eq!(log.matches("\"sessionRecord\"").count(), 1);
 }
 
+/// `create` writes `session.json` in place and the first commit, which carries the same record,
+/// leaves it alone: a new session's record reaches the folder once, with no rename. Readers
+/// that do not know the file is current (another process, a restart) find the same record in
+/// the log.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_sessions_session_json_is_written_once() {
+    use std::os::unix::fs::MetadataExt;
+
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let path = fx.store.layout().session_json(&id);
+    let record = with_token(&id, "one");
+    within(fx.store.create(record.clone())).await.unwrap();
+    let created = std::fs::metadata(&path).unwrap();
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        (after.ino(), after.mtime(), after.mtime_nsec()),
+        (created.ino(), created.mtime(), created.mtime_nsec())
+    );
+    assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(record.clone()));
+    let names: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "no temporary file is left: {names:?}");
+    assert_eq!(within(fx.reopen().get(&id)).await.unwrap(), Some(record));
+}
+
+/// The commits of a session that exists, its record's replacements with them included, run
+/// on the store's writer threads: none hands work to tokio's blocking pool.
+#[tokio::test]
+async fn appends_and_their_records_make_no_blocking_pool_hop() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let before = fx.store.blocking_hops();
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    assert_eq!(fx.store.blocking_hops() - before, 1, "creating the folder is one hop");
+    let before = fx.store.blocking_hops();
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    within(fx.store.append_with_record(&id, vec![delta("message")], with_token(&id, "two"))).await.unwrap();
+    let mut waiting = with_token(&id, "two");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert_eq!(within(fx.store.read(&id, 0, None)).await.unwrap().len(), 3);
+    assert_eq!(fx.store.blocking_hops() - before, 0);
+    assert_eq!(within(fx.store.get(&id)).await.unwrap(), Some(waiting));
+}
+
+/// A session's open-session marker is made once while its log is open: a settled record keeps
+/// it (the next message would make it again), and releasing the log (its actor retired)
+/// removes it. A process that stops first leaves it, and the next start's listing drops it.
+#[tokio::test]
+async fn a_sessions_marker_stays_between_turns_and_goes_with_its_log() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    let marker = fx.store.layout().root().join("open").join(id.as_str());
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    assert!(marker.exists(), "a running record is marked before it is written");
+    within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
+    let mut waiting = with_token(&id, "one");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert!(marker.exists(), "kept while the log is open");
+    assert!(within(fx.store.list_open()).await.unwrap().is_empty(), "not listed as open");
+    assert!(marker.exists(), "the listing leaves a marker an open log keeps");
+    within(fx.store.append_with_record(&id, vec![delta("message")], with_token(&id, "two"))).await.unwrap();
+    within(fx.store.append_with_record(&id, vec![delta("closing")], waiting.clone())).await.unwrap();
+    assert!(fx.store.release_idle_log(&id));
+    assert!(!marker.exists(), "released with its log");
+
+    // Stopped with the log open: the next start drops the marker of the settled session.
+    let other = SessionId::generate();
+    let marker = fx.store.layout().root().join("open").join(other.as_str());
+    within(fx.store.create(with_token(&other, "one"))).await.unwrap();
+    let mut waiting = with_token(&other, "one");
+    waiting.status = Some(SessionStatus::Waiting);
+    within(fx.store.append_with_record(&other, vec![delta("closing")], waiting)).await.unwrap();
+    assert!(marker.exists());
+    assert!(within(fx.reopen().list_open()).await.unwrap().is_empty());
+    assert!(!marker.exists());
+}
+
 #[tokio::test]
 async fn a_record_replaced_before_the_first_commit_is_the_one_that_commit_carries() {
     let fx = Fixture::new();
