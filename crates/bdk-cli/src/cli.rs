@@ -273,6 +273,10 @@ pub struct ServeArgs {
     /// Largest request body in bytes (413 above it, refused on `Content-Length` before reading).
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024)]
     pub body_limit: usize,
+    /// Threads that run the async work (HTTP, sessions, model streams); default: one less than
+    /// the CPUs, at least one (the other CPU stays for the store's writers and tool processes).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub worker_threads: Option<u16>,
     /// Tool processes (command, agent and shell calls) running at once; more wait for a slot
     /// (default: four per CPU, at least 8).
     #[arg(long, value_name = "N")]

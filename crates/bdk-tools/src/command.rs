@@ -347,9 +347,16 @@ pub fn parse_stdout(stdout: &[u8]) -> ToolOutcome {
     let text = String::from_utf8_lossy(stdout);
     let trimmed = text.trim();
     match serde_json::from_str::<Value>(trimmed) {
-        Ok(Value::Object(map)) if is_envelope(&map) => envelope(map),
-        Ok(value) => ToolOutcome::ok(value),
+        Ok(value) => outcome_of(value),
         Err(_) => ToolOutcome::ok(Value::String(trimmed.to_owned())),
+    }
+}
+
+/// A result already parsed as JSON: an envelope (see [`is_envelope`]) or the value itself.
+pub(crate) fn outcome_of(value: Value) -> ToolOutcome {
+    match value {
+        Value::Object(map) if is_envelope(&map) => envelope(map),
+        value => ToolOutcome::ok(value),
     }
 }
 

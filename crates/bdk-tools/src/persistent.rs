@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{Mutex, MutexGuard, Semaphore};
@@ -66,6 +66,14 @@ impl Drop for Running {
         self.guard.finish();
         self.stderr_task.abort();
     }
+}
+
+/// One request line: `{"id", "input", "context"}`.
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    id: &'a str,
+    input: &'a Value,
+    context: Value,
 }
 
 /// Why an exchange failed; the process is discarded after any of these.
@@ -174,7 +182,12 @@ impl PersistentTool {
         };
 
         let id = context.call_id.clone();
-        let mut request = json!({ "id": id, "input": input, "context": context.to_json() }).to_string();
+        // Written from the borrowed input (no copy of it into a `Value` tree first).
+        let line = Request { id: &id, input, context: context.to_json() };
+        let mut request = match serde_json::to_string(&line) {
+            Ok(request) => request,
+            Err(error) => return ToolOutcome::error(format!("`{name}`: the call could not be encoded: {error}")),
+        };
         request.push('\n');
         let max_output = self.limits.max_output;
         let result = tokio::select! {
@@ -292,9 +305,9 @@ async fn exchange(running: &mut Running, request: String, id: &str, max_line: us
             };
             return Ok(ToolOutcome::error(message));
         }
+        // The line is parsed once: the result is taken as it is, not written out and re-read.
         return Ok(match response.remove("result") {
-            Some(Value::String(text)) => ToolOutcome::ok(Value::String(text)),
-            Some(value) => command::parse_stdout(value.to_string().as_bytes()),
+            Some(value) => command::outcome_of(value),
             None => ToolOutcome::ok(Value::Null),
         });
     }

@@ -102,7 +102,13 @@ pub fn run(args: &ServeArgs, embed: &Embed) -> anyhow::Result<Exit> {
     // after the drain, so the last spans and metrics go out.
     let installed =
         bdk_telemetry::export::install(otel.as_ref(), args.metrics, env!("CARGO_PKG_VERSION")).context("telemetry")?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let workers = args.worker_threads.map_or_else(default_worker_threads, usize::from);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    tracing::info!(workers = runtime.metrics().num_workers(), "runtime started");
     if let Some(summary) = installed.telemetry.summary() {
         tracing::info!("telemetry: {summary}");
     }
@@ -214,6 +220,15 @@ async fn serve(
     tracing::info!(%addr, auth = state.options.auth.name(), dev = state.options.dev, "listening");
     bdk_server::serve(listener, state, shutdown, args.drain_grace).await.context("serving")?;
     Ok(())
+}
+
+/// The runtime's worker threads without `--worker-threads`: one less than the CPUs, at least
+/// one. A turn hands work between threads (runtime workers, the store's writer threads, the
+/// blocking pool, tool processes); on a small machine every extra worker mostly adds wake-ups
+/// (a worker waking another to steal a task it could have run itself), and the CPU it would
+/// take is the one the writers and tools need (docs/decisions/0009-hot-path.md).
+fn default_worker_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1).max(1))
 }
 
 /// Binds `host:port`. Without `--port`, a busy 3000 moves on to the next free port (and says so).

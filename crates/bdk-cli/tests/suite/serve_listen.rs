@@ -1,7 +1,7 @@
 //! `bdk serve`'s documented listening defaults, through the real binary: a busy 3000 moves to
 //! the next free port up to 3019 (and says so), a busy explicit `--port` exits 3, the default
 //! body limit is 1 MiB (a bigger body is 413, one just under it is served), and
-//! `BDK_BEARER_TOKEN` turns on bearer auth.
+//! `BDK_BEARER_TOKEN` turns on bearer auth; `--worker-threads` sets the runtime's workers.
 
 use std::net::TcpListener;
 use std::process::Command;
@@ -93,4 +93,27 @@ async fn bdk_bearer_token_turns_on_bearer_auth() {
     assert_eq!(alice.status().as_u16(), 200);
     let (code, stderr) = stop(server);
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_threads_sets_the_runtime_workers_and_refuses_zero() {
+    let root = tempfile::tempdir().unwrap();
+    let project = write_project(root.path(), "hello", &[]);
+    let server = Server::start(&["--mode", "single", "--worker-threads", "3", "--dir", project.to_str().unwrap()]);
+    let health: Value =
+        client().get(format!("{}/v1/health", server.origin)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(health["ok"], json!(true));
+    let (code, stderr) = stop(server);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("runtime started workers=3"), "{stderr}");
+
+    // The default: one less than the CPUs, at least one.
+    let server = Server::start(&["--mode", "single", "--dir", project.to_str().unwrap()]);
+    let (code, stderr) = stop(server);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert!(stderr.contains(&format!("runtime started workers={}", cpus.saturating_sub(1).max(1))), "{stderr}");
+
+    let output = bdk().args(["serve", "--worker-threads", "0", "--dir"]).arg(&project).output_within();
+    assert_eq!(output.status.code(), Some(2), "{}", String::from_utf8_lossy(&output.stderr));
 }

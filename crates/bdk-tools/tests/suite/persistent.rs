@@ -1,5 +1,5 @@
 //! Persistent command tools: many calls served by one process over NDJSON, concurrent calls
-//! served by a small pool of processes, an error response,
+//! served by a small pool of processes, an error response, results and envelopes as sent,
 //! restarts after the process dies (between calls and during one), hangs that time out, and the
 //! process killed when the registry goes away.
 
@@ -31,6 +31,13 @@ for line in sys.stdin:
         continue
     if given.get("fail"):
         print(json.dumps({"id": request["id"], "error": "bad input"}), flush=True)
+        continue
+    if given.get("envelope"):
+        content = [{"type": "text", "text": "no such row"}]
+        print(json.dumps({"id": request["id"], "result": {"content": content, "isError": True}}), flush=True)
+        continue
+    if given.get("echo"):
+        print(json.dumps({"id": request["id"], "result": {"keys": list(request), "input": given}}), flush=True)
         continue
     print("a log line, not a response", flush=True)
     result = {"pid": os.getpid(), "n": given.get("n"), "callId": request["context"]["callId"]}
@@ -142,6 +149,22 @@ async fn an_error_response_is_an_error_result() {
     assert_eq!(error_text(&call(&tools, bot.invocation("hot", json!({"fail": true}))).await), "bad input");
     let after = call(&tools, bot.invocation("hot", json!({"n": 2}))).await;
     assert_eq!(pid(&first.result), pid(&after.result));
+}
+
+#[tokio::test]
+async fn results_are_taken_as_sent_and_envelopes_carry_the_error_flag() {
+    //! Guards: the request line is `{"id", "input", "context"}` in that order with the input as
+    //! given; a `{"content", "isError"}` result is an envelope (error flag lifted out), and any
+    //! other result is the tool's value unchanged.
+    let bot = Bot::new();
+    let tools = server(&bot);
+    let input = json!({"echo": true, "nested": {"list": [1, 2.5, "three", null], "text": "a\"b\nc"}});
+    let echoed = call(&tools, bot.invocation("hot", input.clone())).await;
+    assert!(!echoed.is_error, "{echoed:?}");
+    assert_eq!(echoed.result, json!({"keys": ["id", "input", "context"], "input": input}));
+    let enveloped = call(&tools, bot.invocation("hot", json!({"envelope": true}))).await;
+    assert!(enveloped.is_error, "{enveloped:?}");
+    assert_eq!(enveloped.result, json!({"content": [{"type": "text", "text": "no such row"}]}));
 }
 
 #[tokio::test]
