@@ -89,7 +89,8 @@ impl Drop for PgDatabase {
 /// PostgreSQL plans most of them again on every execution (a custom plan), which was about a
 /// third of the database's CPU per turn (decision 0034).
 fn session_options(url: Option<&str>, schema: Option<&str>) -> String {
-    let mut options: Vec<String> = url.filter(|o| !o.trim().is_empty()).map(|o| o.trim().to_owned()).into_iter().collect();
+    let mut options: Vec<String> =
+        url.filter(|o| !o.trim().is_empty()).map(|o| o.trim().to_owned()).into_iter().collect();
     if let Some(schema) = schema {
         options.push(format!("-c search_path={schema}"));
     }
@@ -344,7 +345,8 @@ mod tests {
     #[tokio::test]
     async fn a_pool_connection_runs_with_its_schema_and_generic_plans() {
         let Some(db) = bdk_test_support::postgres::fresh("plans").await else { return };
-        let url = format!("{}?options=-c%20synchronous_commit%3Doff", db.base_url().split('?').next().unwrap_or_default());
+        let url =
+            format!("{}?options=-c%20synchronous_commit%3Doff", db.base_url().split('?').next().unwrap_or_default());
         let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
         let database = PgDatabase::connect(&url, &options).await.unwrap();
         let client = database.client().await.unwrap();

@@ -52,11 +52,22 @@ pub struct FsStoreOptions {
     /// Threads that take turns committing appends (`writer.rs`): while one waits for a device
     /// flush, the next takes what has queued since.
     pub writer_threads: usize,
+    /// Event log files kept open for appending between commits, for all sessions together. A
+    /// session's log stays open while its actor lives (30 s idle by default), so a burst of new
+    /// sessions would otherwise hold one file descriptor each until the process runs out; past
+    /// this many, a log closes its file after each commit and opens it again at its next one.
+    pub max_open_logs: usize,
 }
 
 impl Default for FsStoreOptions {
     fn default() -> Self {
-        FsStoreOptions { max_batch_events: 4096, queue_capacity: 1024, broadcast_capacity: 1024, writer_threads: 4 }
+        FsStoreOptions {
+            max_batch_events: 4096,
+            queue_capacity: 1024,
+            broadcast_capacity: 1024,
+            writer_threads: 4,
+            max_open_logs: 512,
+        }
     }
 }
 
@@ -149,6 +160,8 @@ pub(crate) struct Shared {
     /// `session.json` holds the newest record this log carries: it was written since the log
     /// was opened here, and its last write worked. Reads of the record then skip the log.
     record_current: AtomicBool,
+    /// `FsStoreOptions::max_open_logs`.
+    max_open_logs: usize,
 }
 
 impl Shared {
@@ -283,7 +296,7 @@ impl LogHandle {
             commits: 0,
             tail: Tail::default(),
         };
-        let file = FileSide { file, cut_pending: recovered.cut_pending, records, pending: None };
+        let file = FileSide::new(file, recovered.cut_pending, records, None, &syncs);
         Ok(Self::with(session, path, recovered.dropped_bytes, durable, file, options, writer, syncs))
     }
 
@@ -303,7 +316,7 @@ impl LogHandle {
         let session = record.id.clone();
         // `create` made the marker of a record that may have an open turn.
         let records = RecordFiles { marked: open_index::is_open(record.status), ..records };
-        let file = FileSide { file: Some(file), cut_pending: false, records, pending: Some(record) };
+        let file = FileSide::new(Some(file), false, records, Some(record), &syncs);
         let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
         // `create` wrote it, and nothing is in the log yet.
         handle.shared.record_current.store(true, Ordering::Release);
@@ -331,6 +344,7 @@ impl LogHandle {
             file: Mutex::new(file),
             stopped: AtomicBool::new(false),
             record_current: AtomicBool::new(false),
+            max_open_logs: options.max_open_logs,
         });
         LogHandle { shared, writer }
     }
@@ -368,6 +382,16 @@ pub(crate) struct FileSide {
     records: RecordFiles,
     /// A created session's first record, until a commit carries it.
     pending: Option<SessionRecord>,
+    /// Counts `file` among the store's open logs (`FsStoreOptions::max_open_logs`).
+    syncs: Arc<SyncCounters>,
+}
+
+impl Drop for FileSide {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            self.syncs.log_closed();
+        }
+    }
 }
 
 /// A record a write carries in its line, and the end of that line in the log.
@@ -514,6 +538,7 @@ impl<'a> Written<'a> {
         };
         match outcome {
             Ok(()) => {
+                self.side.close_over(log.max_open_logs);
                 if let Some(Embedded { record, end, own }) = self.embedded.take() {
                     self.side.pending = None;
                     // A created session's first record: `session.json` holds it already (it
@@ -580,12 +605,38 @@ impl<'a> Written<'a> {
 }
 
 impl FileSide {
+    fn new(
+        file: Option<File>,
+        cut_pending: bool,
+        records: RecordFiles,
+        pending: Option<SessionRecord>,
+        syncs: &Arc<SyncCounters>,
+    ) -> Self {
+        if file.is_some() {
+            syncs.log_opened();
+        }
+        FileSide { file, cut_pending, records, pending, syncs: syncs.clone() }
+    }
+
+    /// Closes the file when the store holds more open logs than `max`: the next write opens it
+    /// again (`ready`). Called after a commit, with nothing of the file left to sync.
+    fn close_over(&mut self, max: usize) {
+        if self.file.is_some() && self.syncs.open_logs() > max {
+            self.file = None;
+            self.syncs.log_closed();
+        }
+    }
+
     /// The file, ready for the next write: opened if it could not be yet, and cut back to the
     /// durable length `len` if a failed write may have left bytes past it.
     fn ready(&mut self, path: &Path, len: u64, syncs: &SyncCounters) -> Result<&File> {
         let file = match self.file.take() {
             Some(file) => file,
-            None => open_append(path)?,
+            None => {
+                let file = open_append(path)?;
+                self.syncs.log_opened();
+                file
+            }
         };
         let file = self.file.insert(file);
         if self.cut_pending {

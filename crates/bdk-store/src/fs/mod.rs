@@ -168,6 +168,12 @@ impl FsStore {
         self.registry().remove(session);
     }
 
+    /// How many event log files are held open for appending (at most
+    /// [`FsStoreOptions::max_open_logs`] between commits).
+    pub fn open_log_files(&self) -> usize {
+        self.sync_counters().open_logs()
+    }
+
     /// How many session logs are open (each holds a file, a live channel and its newest events).
     pub fn open_logs(&self) -> usize {
         self.registry().len()

@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// How many durable syncs a store has made since it was opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,6 +37,9 @@ pub(crate) struct SyncCounters {
     log_reads: AtomicU64,
     /// Work handed to tokio's blocking pool (`fs::blocking`).
     blocking_hops: AtomicU64,
+    /// Event log files held open for appending (not a sync: the budget of
+    /// `FsStoreOptions::max_open_logs` is kept against it).
+    open_logs: AtomicUsize,
 }
 
 impl SyncCounters {
@@ -76,6 +79,20 @@ impl SyncCounters {
 
     pub fn blocking_hops(&self) -> u64 {
         self.blocking_hops.load(Ordering::Relaxed)
+    }
+
+    /// Counts an event log file opened for appending; returns how many are open now.
+    pub fn log_opened(&self) -> usize {
+        self.open_logs.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Counts an event log file closed.
+    pub fn log_closed(&self) {
+        self.open_logs.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn open_logs(&self) -> usize {
+        self.open_logs.load(Ordering::Relaxed)
     }
 
     /// Makes a directory's entries (creations, renames, removals) durable.

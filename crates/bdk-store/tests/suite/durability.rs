@@ -3,9 +3,9 @@
 
 use bdk_protocol::event::{TurnStarted, Usage};
 use bdk_protocol::{EventData, TurnId};
-use bdk_store::{EventLog, NewEvent};
+use bdk_store::{EventLog, FsStoreOptions, NewEvent};
 
-use super::support::{Fixture, delta, within};
+use super::support::{Fixture, delta, text_of, within};
 
 #[tokio::test]
 async fn acknowledged_appends_survive_a_restart() {
@@ -68,4 +68,35 @@ async fn appending_to_an_unknown_session_fails() {
     let err = within(fx.store.append(&id, vec![delta("x")])).await.unwrap_err();
     assert!(matches!(err, bdk_store::Error::SessionNotFound(_)), "{err}");
     assert!(!fx.store.layout().session_dir(&id).exists(), "no folder is created for it");
+}
+
+/// A burst of live sessions holds no more log files open than the store's budget (a file
+/// descriptor each would run the process out of them): past it, a log closes its file after
+/// each commit and opens it again at the next, and every session stays writable and readable.
+#[tokio::test]
+async fn live_sessions_hold_no_more_log_files_than_the_budget() {
+    let fx = Fixture::with(FsStoreOptions { max_open_logs: 3, ..FsStoreOptions::default() });
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let id = fx.session().await;
+        within(fx.store.append(&id, vec![delta(format!("{i}a")), delta(format!("{i}b"))])).await.unwrap();
+        assert!(fx.store.open_log_files() <= 3, "{} log files open", fx.store.open_log_files());
+        ids.push(id);
+    }
+    assert_eq!(fx.store.open_logs(), 10, "the logs themselves stay open");
+    for (i, id) in ids.iter().enumerate() {
+        let written = within(fx.store.append(id, vec![delta(format!("{i}c"))])).await.unwrap();
+        assert_eq!(written[0].index, 2);
+        assert!(fx.store.open_log_files() <= 3);
+    }
+    let reopened = fx.reopen();
+    for (i, id) in ids.iter().enumerate() {
+        let texts: Vec<String> =
+            reopened.read(id, 0, None).await.unwrap().iter().map(|e| text_of(&e.data).to_owned()).collect();
+        assert_eq!(texts, [format!("{i}a"), format!("{i}b"), format!("{i}c")]);
+    }
+    for id in &ids {
+        fx.store.close_log(id);
+    }
+    assert_eq!(fx.store.open_log_files(), 0);
 }
