@@ -109,10 +109,10 @@ impl PgDatabase {
             .parse()
             .map_err(|e: tokio_postgres::Error| PgError::Url { url: shown.clone(), reason: e.to_string() })?;
         config.connect_timeout(options.connect_timeout);
-        if let Some(schema) = &options.schema {
-            if schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(PgError::Url { url: shown, reason: format!("invalid schema name {schema:?}") });
-            }
+        if let Some(schema) = &options.schema
+            && (schema.is_empty() || !schema.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+        {
+            return Err(PgError::Url { url: shown, reason: format!("invalid schema name {schema:?}") });
         }
         config.options(session_options(config.get_options(), options.schema.as_deref()));
         if config.get_application_name().is_none() {
