@@ -12,15 +12,27 @@ use crate::api::{BoxFuture, WorkspaceStore};
 use crate::error::{Error, Result};
 
 impl WorkspaceStore for FsStore {
+    // Called once per tool turn: a `stat` of `session.json`, one `mkdir` and, when the folder
+    // exists, a `stat` of it, in line like the call workspaces below. Only a failed `mkdir`
+    // goes to the blocking pool, to create it with its parents or say why not.
     fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>> {
         let (json, dir, id) = (self.layout().session_json(id), self.layout().workspace_dir(id), id.clone());
-        Box::pin(blocking(&self.inner.syncs, move || {
+        Box::pin(async move {
             if !json.exists() {
                 return Err(Error::SessionNotFound(id));
             }
-            fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            Ok(dir)
-        }))
+            match fs::create_dir(&dir) {
+                Ok(()) => Ok(dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(dir),
+                Err(_) => {
+                    blocking(&self.inner.syncs, move || {
+                        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                        Ok(dir)
+                    })
+                    .await
+                }
+            }
+        })
     }
 
     // A direct call's scratch folder is one `mkdir` and, when the call left it empty (the common

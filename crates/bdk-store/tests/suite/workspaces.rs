@@ -10,9 +10,13 @@ use super::support::{Fixture, within};
 async fn session_and_call_workspaces() {
     let fx = Fixture::new();
     let id = fx.session().await;
+    let hops = fx.store.blocking_hops();
     let dir = within(fx.store.session_workspace(&id)).await.unwrap();
     assert_eq!(dir, fx.store.layout().session_dir(&id).join("workspace"));
     assert!(dir.is_dir());
+    // Created, then found: in line both times (a tool turn asks once).
+    assert_eq!(within(fx.store.session_workspace(&id)).await.unwrap(), dir);
+    assert_eq!(fx.store.blocking_hops(), hops, "no trip to the blocking pool");
 
     let err = within(fx.store.session_workspace(&SessionId::generate())).await.unwrap_err();
     assert!(matches!(err, Error::SessionNotFound(_)), "{err}");
