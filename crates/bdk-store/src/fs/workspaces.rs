@@ -12,26 +12,14 @@ use crate::api::{BoxFuture, WorkspaceStore};
 use crate::error::{Error, Result};
 
 impl WorkspaceStore for FsStore {
-    // Called once per tool turn: a `stat` of `session.json`, one `mkdir` and, when the folder
-    // exists, a `stat` of it, in line like the call workspaces below. Only a failed `mkdir`
-    // goes to the blocking pool, to create it with its parents or say why not.
+    // Called once per tool turn: a `stat` of `session.json`, then `make_dir`, in line.
     fn session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<PathBuf>> {
         let (json, dir, id) = (self.layout().session_json(id), self.layout().workspace_dir(id), id.clone());
         Box::pin(async move {
             if !json.exists() {
                 return Err(Error::SessionNotFound(id));
             }
-            match fs::create_dir(&dir) {
-                Ok(()) => Ok(dir),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(dir),
-                Err(_) => {
-                    blocking(&self.inner.syncs, move || {
-                        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-                        Ok(dir)
-                    })
-                    .await
-                }
-            }
+            self.make_dir(dir).await
         })
     }
 
@@ -40,20 +28,7 @@ impl WorkspaceStore for FsStore {
     // more than that, twice per call (`bdk-server`'s `calls` bench). Only the recursive removal of
     // a folder a tool filled goes to the pool.
     fn call_workspace<'a>(&'a self, call: &'a CallId) -> BoxFuture<'a, Result<PathBuf>> {
-        let dir = self.layout().call_dir(call);
-        Box::pin(async move {
-            match fs::create_dir(&dir) {
-                Ok(()) => Ok(dir),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(dir),
-                Err(_) => {
-                    blocking(&self.inner.syncs, move || {
-                        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-                        Ok(dir)
-                    })
-                    .await
-                }
-            }
-        })
+        Box::pin(self.make_dir(self.layout().call_dir(call)))
     }
 
     fn call_workspace_path(&self, call: &CallId) -> PathBuf {
@@ -80,5 +55,24 @@ impl WorkspaceStore for FsStore {
 
     fn trace_path(&self, id: &SessionId) -> PathBuf {
         self.layout().trace_path(id)
+    }
+}
+
+impl FsStore {
+    /// `dir`, created if it is not there: one `mkdir` (and a `stat` when it exists), in line.
+    /// Only a failed `mkdir` goes to the blocking pool, to create the folder with its parents or
+    /// say why not.
+    async fn make_dir(&self, dir: PathBuf) -> Result<PathBuf> {
+        match fs::create_dir(&dir) {
+            Ok(()) => Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(dir),
+            Err(_) => {
+                blocking(&self.inner.syncs, move || {
+                    fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                    Ok(dir)
+                })
+                .await
+            }
+        }
     }
 }
