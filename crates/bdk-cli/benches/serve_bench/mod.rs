@@ -98,7 +98,15 @@ pub fn run(options: &Options) -> Summary {
         if options.quick { " (quick mode)" } else { "" }
     ));
     out.rss_idle_kib = rss_kib(pid);
-    out.say(format!("RSS idle: {:.1} MB", out.rss_idle_kib as f64 / 1024.0));
+    // RSS counts the binary's code pages too, and how many of those are mapped depends on what
+    // the page cache holds (the kernel maps pages around each fault): the anonymous part is
+    // what the server itself allocated.
+    out.say(format!(
+        "RSS idle: {:.1} MB ({:.1} MB anonymous, {:.1} MB mapped from files)",
+        out.rss_idle_kib as f64 / 1024.0,
+        status_kib(pid, "RssAnon:") as f64 / 1024.0,
+        status_kib(pid, "RssFile:") as f64 / 1024.0
+    ));
 
     // The stub alone: what the model side allows.
     let stub_addr: SocketAddr = format!("127.0.0.1:{stub_port}").parse().unwrap();
@@ -719,10 +727,15 @@ impl CpuMeter {
 }
 
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` size in KiB (`VmRSS:`, `RssAnon:`, ...); 0 when it cannot be read.
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
