@@ -275,12 +275,9 @@ impl Actor {
                 let (closed, plan) = crate::recovery::recover_log(&self.core, &record, true).await?;
                 self.core.stores.events.release(&self.id);
                 self.record = None;
-                if let Some(plan) = plan {
-                    // A turn the last holder left waiting for approvals continues here, as after
-                    // a restart of one process.
-                    let turn = plan.turn.clone();
-                    let resumed = Box::new(plan.restore(&self.core, &self.id));
-                    self.resume(turn.clone(), resumed).await?;
+                // A turn the last holder left waiting for approvals continues here, as after a
+                // restart of one process.
+                if let Some(turn) = self.run_restored(plan).await? {
                     tracing::info!(session = %self.id, %turn, "took over a turn waiting for approval");
                 }
                 Ok(closed)
@@ -312,13 +309,20 @@ impl Actor {
         if closed > 0 {
             tracing::info!(session = %self.id, turns = closed, "closed turns a previous process left open");
         }
-        if let Some(plan) = plan {
-            let turn = plan.turn.clone();
-            let resumed = Box::new(plan.restore(&self.core, &self.id));
-            self.resume(turn.clone(), resumed).await?;
+        if let Some(turn) = self.run_restored(plan).await? {
             tracing::info!(session = %self.id, %turn, "restored a turn waiting for approval");
         }
         Ok(closed)
+    }
+
+    /// Runs here the turn recovery found waiting for approvals, if any: its parked calls go
+    /// back in the registry and the turn resumes. Returns its id.
+    async fn run_restored(&mut self, plan: Option<crate::resume::Plan>) -> Result<Option<TurnId>> {
+        let Some(plan) = plan else { return Ok(None) };
+        let turn = plan.turn.clone();
+        let resumed = Box::new(plan.restore(&self.core, &self.id));
+        self.resume(turn.clone(), resumed).await?;
+        Ok(Some(turn))
     }
 
     /// Handles one command. Returns `false` when the session does not exist or another replica
