@@ -426,6 +426,9 @@ impl Actor {
         }
         events.push(NewEvent::new(EventData::AgentBound(bound)));
         events.push(NewEvent::new(EventData::MessageReceived(received)));
+        // The session was just created with an empty log: these events are all of it, and its
+        // first turn need not read them back.
+        self.conversation.get_or_insert_default();
         self.append(events).await?;
         let turn_id = self.start_turn(request.workspace_files, None);
         crate::telemetry::admission(&self.core.telemetry, crate::telemetry::Admission::Started);
@@ -768,13 +771,12 @@ impl Actor {
 
     /// Folds events this actor just wrote (a turn's closing events, an accepted message) into
     /// the conversation it lends the next turn, so that turn need not read them back from the
-    /// log: once no follower keeps a log's newest events in memory, that read is a disk read.
-    /// Only when they continue the fold with nothing between; otherwise the turn reads.
+    /// log (a round trip on a database, a disk read once no follower keeps a log's newest
+    /// events in memory). Only when they continue the fold with nothing between; otherwise the
+    /// turn reads ([`Conversation::fold_own`]).
     fn fold_written(&mut self, written: &[bdk_store::SharedEvent]) {
-        if let Some(conversation) = &mut self.conversation
-            && written.first().is_some_and(|e| e.index == conversation.next_index())
-        {
-            conversation.fold(written);
+        if let Some(conversation) = &mut self.conversation {
+            conversation.fold_own(written);
         }
     }
 

@@ -18,6 +18,7 @@ use std::collections::{HashMap, HashSet};
 use bdk_model::{Message, Messages, ToolCall};
 use bdk_protocol::event::ActionCall;
 use bdk_protocol::{CallId, Event, EventData, TurnId};
+use bdk_store::SharedEvent;
 use serde_json::Value;
 
 use crate::dispatch::result_text;
@@ -74,6 +75,10 @@ pub(crate) struct Conversation {
     compacted: HashSet<TurnId>,
     /// The index of the next event to fold.
     next_index: u64,
+    /// Set by [`Conversation::fold_own`] when what its owner wrote continued the fold densely:
+    /// the fold is as current as the log was at that write, so a turn started now need not
+    /// read the log first. Taken by that turn ([`Conversation::take_current`]).
+    current: bool,
     /// `(experiment, arm)` of each `ab.assigned`.
     assigned: Vec<(String, String)>,
     /// The input plus output tokens the provider reported for the last completed step, and the
@@ -115,6 +120,28 @@ impl Conversation {
             self.next_index = event.index + 1;
             self.fold_one(event);
         }
+    }
+
+    /// Folds events its owner has just written (a turn's own events, an accepted message, a
+    /// turn's closing events), when they continue the fold with nothing between them: from
+    /// `next_index` on, dense (events already folded are skipped). Then the fold is current as
+    /// of that write, and the next turn may start without reading the log: an event someone
+    /// else appends later is one that landed after such a read. Otherwise the fold is left
+    /// alone, and not current: the next turn reads what it misses.
+    pub fn fold_own(&mut self, written: &[SharedEvent]) {
+        let new = written.iter().position(|e| e.index >= self.next_index).map_or(&[][..], |at| &written[at..]);
+        let dense = new.first().is_some_and(|e| e.index == self.next_index)
+            && new.windows(2).all(|pair| pair[1].index == pair[0].index + 1);
+        if dense {
+            self.fold(new);
+        }
+        self.current = dense;
+    }
+
+    /// Whether the fold was current at its owner's last write (see
+    /// [`Conversation::fold_own`]); clears it.
+    pub fn take_current(&mut self) -> bool {
+        std::mem::take(&mut self.current)
     }
 
     fn fold_one(&mut self, event: &Event) {

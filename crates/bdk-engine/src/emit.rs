@@ -23,6 +23,9 @@ pub(crate) struct Emitter {
     in_flight: Option<InFlight>,
     /// The tool of each model call that got a result, in order (for the turn log).
     tools: Vec<String>,
+    /// Every event this turn's appends wrote, in order, for the session's conversation fold
+    /// ([`Emitter::take_written`]).
+    written: Vec<SharedEvent>,
 }
 
 impl std::fmt::Debug for Emitter {
@@ -38,7 +41,7 @@ impl std::fmt::Debug for Emitter {
 
 impl Emitter {
     pub fn new(log: Arc<dyn EventLog>, session: SessionId, turn: TurnId) -> Self {
-        Emitter { log, session, turn, staged: Vec::new(), in_flight: None, tools: Vec::new() }
+        Emitter { log, session, turn, staged: Vec::new(), in_flight: None, tools: Vec::new(), written: Vec::new() }
     }
 
     /// Stages an event of this turn.
@@ -53,12 +56,7 @@ impl Emitter {
 
     /// Appends everything staged and waits until it (and any append in flight) is durable.
     pub async fn flush(&mut self) -> bdk_store::Result<()> {
-        self.settle().await?;
-        if self.staged.is_empty() {
-            return Ok(());
-        }
-        let events = std::mem::take(&mut self.staged);
-        self.log.append(&self.session, events).await.map(drop)
+        self.flush_written().await.map(drop)
     }
 
     /// Like [`Emitter::flush`], returning the events this flush wrote (with their `at`).
@@ -68,7 +66,14 @@ impl Emitter {
             return Ok(Vec::new());
         }
         let events = std::mem::take(&mut self.staged);
-        self.log.append(&self.session, events).await
+        let written = self.log.append(&self.session, events).await?;
+        self.written.extend(written.iter().cloned());
+        Ok(written)
+    }
+
+    /// Everything this turn's appends wrote so far, in order; clears the list.
+    pub fn take_written(&mut self) -> Vec<SharedEvent> {
+        std::mem::take(&mut self.written)
     }
 
     /// Whether events are staged and not yet handed to the log.
@@ -98,7 +103,8 @@ impl Emitter {
         let Some(append) = self.in_flight.as_mut() else { return Ok(()) };
         let result = append.await;
         self.in_flight = None;
-        result.map(drop)
+        self.written.extend(result?);
+        Ok(())
     }
 
     /// Hands over what is staged, unwritten, for someone else to append. Call after

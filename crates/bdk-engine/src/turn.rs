@@ -166,6 +166,9 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         ))
         .await;
     let (model, price) = priced;
+    // What the turn wrote joins the fold (when nothing came between), so the next turn need
+    // not read it back.
+    conversation.fold_own(&emit.take_written());
     let stop = match driven {
         Ok(result) => {
             if core.telemetry.is_enabled() {
@@ -256,14 +259,21 @@ async fn drive(
     // caller hands it on in the outcome); a child turn runs on its parent's. The turn's read of
     // its new events goes out with the claim: on a shared database each is a round trip, and
     // neither needs the other's answer. A turn that has to wait reads the rest after its wait.
+    // A fold current as of the message that started the turn needs no read at all.
     let admission = async {
         match persona {
             Some(_) => Ok(None),
             None => core.slots.admit(&context.session, &context.turn).await.map(Some),
         }
     };
-    let (admission, read) =
-        tokio::join!(admission, core.stores.events.read(&context.session, conversation.next_index(), None));
+    let current = conversation.take_current();
+    let read = async {
+        if current {
+            return Ok(Vec::new());
+        }
+        core.stores.events.read(&context.session, conversation.next_index(), None).await
+    };
+    let (admission, read) = tokio::join!(admission, read);
     let admission = admission?;
     let waited = matches!(admission, Some(Err(_)));
     *slot = match admission {

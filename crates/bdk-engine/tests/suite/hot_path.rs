@@ -1,14 +1,20 @@
 //! What a plain text turn costs the disk, counted through the store's own sync counters (not
 //! timed): a new session and a follow-up each make a fixed, small number of durable syncs,
-//! and a session whose turns call no tool never gets a workspace folder.
+//! a session whose turns call no tool never gets a workspace folder, and a turn reads nothing
+//! back from the log that its session's actor already folded.
 
-use bdk_engine::Admission;
-use bdk_model::ScriptStep;
+use std::sync::Arc;
+
+use bdk_engine::{Admission, Engine};
+use bdk_model::{ScriptStep, ScriptedProvider};
 use bdk_protocol::EventData;
-use bdk_store::{SessionStore, SyncStats};
+use bdk_protocol::event::{MessageReceived, SessionMode};
+use bdk_store::{NewEvent, SessionStore, SyncStats};
 use serde_json::json;
 
-use super::support::{Fixture, alice, filesystem_only, follow, settled, within};
+use super::support::{
+    CountingLog, Fixture, alice, config, filesystem_only, follow, on_postgres, settled, start, within,
+};
 
 #[tokio::test]
 async fn a_new_session_text_turn_makes_two_file_syncs_and_two_directory_syncs() {
@@ -124,4 +130,52 @@ async fn a_stream_of_a_live_session_reads_no_session_record() {
     let bob = bdk_engine::Principal::new("bob");
     let refused = within(fx.engine.follow(id, &bob, 0)).await.map(drop);
     assert!(matches!(refused, Err(bdk_engine::EngineError::Forbidden(_))), "{refused:?}");
+}
+
+/// A turn starts on the conversation its session's actor keeps: what the turns before wrote
+/// and the message that starts it were folded as they were written, so it reads nothing back
+/// from the log (on a database, a round trip per turn). When something else wrote to the log
+/// since, the turn reads, and its model sees what was written.
+#[tokio::test]
+async fn a_turn_reads_the_log_back_only_when_someone_else_wrote_to_it() {
+    let fx = Fixture::echo().await;
+    let mut stores = if on_postgres() { fx.backend.stores() } else { fx.fs.stores() };
+    let counting = CountingLog::wrap(stores.events.clone());
+    stores.events = counting.clone();
+    let log = stores.events.clone();
+    let provider = Arc::new(ScriptedProvider::echo());
+    let engine = Engine::new(config(), stores, provider.clone(), fx.tools.clone());
+
+    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let id = &started.session_id;
+    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
+    waiting(&mut stream).await;
+    let reads = counting.reads();
+    let reply =
+        within(engine.follow_up(id, follow("second", &started.continuation_token, Admission::Preempt))).await.unwrap();
+    waiting(&mut stream).await;
+    assert_eq!(counting.reads(), reads, "a follow-up on a conversation its actor kept reads nothing back");
+
+    // Someone else writes to the log between the turns.
+    let foreign = MessageReceived { text: "written by someone else".into(), principal: None };
+    within(log.append(id, vec![NewEvent::new(EventData::MessageReceived(foreign))])).await.unwrap();
+    let reads = counting.reads();
+    within(engine.follow_up(id, follow("third", &reply.continuation_token, Admission::Preempt))).await.unwrap();
+    waiting(&mut stream).await;
+    assert!(counting.reads() > reads, "the turn reads what it had not folded");
+    let requests = provider.requests();
+    let last = format!("{:?}", requests.last().unwrap().messages);
+    for text in ["first", "second", "written by someone else", "third"] {
+        assert!(last.contains(text), "{text:?} missing from the model's request: {last}");
+    }
+}
+
+/// Reads `stream` up to the next `session.waiting`.
+async fn waiting(stream: &mut bdk_store::EventStream) {
+    loop {
+        let event = within(stream.next()).await.unwrap().unwrap();
+        if matches!(event.data, EventData::SessionWaiting(_)) {
+            return;
+        }
+    }
 }

@@ -8,7 +8,7 @@ use bdk_protocol::event::{
     FailureCode, MessageReceived, SessionMode, SessionStarted, StepStarted, TextDelta, TurnFailStatus, TurnStarted,
 };
 use bdk_protocol::{EventData, SessionId, TurnId};
-use bdk_store::{EventLog, NewEvent, SessionRecord, SessionStatus, SessionStore};
+use bdk_store::{NewEvent, SessionRecord, SessionStatus, SessionStore};
 use std::sync::Arc;
 
 use super::support::*;
@@ -92,29 +92,6 @@ async fn recovery_fails_an_interrupted_task_session() {
     assert_eq!(failed.error, Some(FailureCode::HostRestarted));
 }
 
-/// An event log that counts the logs read through it.
-#[derive(Debug)]
-struct CountingLog {
-    inner: Arc<dyn EventLog>,
-    reads: std::sync::atomic::AtomicUsize,
-}
-
-impl bdk_store::LogLayer for CountingLog {
-    fn inner(&self) -> &Arc<dyn EventLog> {
-        &self.inner
-    }
-
-    fn read<'a>(
-        &'a self,
-        session: &'a SessionId,
-        from: u64,
-        limit: Option<usize>,
-    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_protocol::Event>>> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.read(session, from, limit)
-    }
-}
-
 #[tokio::test]
 async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
     //! Guards: recovery cost follows the sessions that were open. 2,000 settled sessions on
@@ -144,11 +121,11 @@ async fn start_up_reads_no_log_of_thousands_of_closed_sessions() {
     }
     let store = fx.store();
     let mut stores = store.stores();
-    let counting = Arc::new(CountingLog { inner: stores.events.clone(), reads: Default::default() });
+    let counting = CountingLog::wrap(stores.events.clone());
     stores.events = counting.clone();
     let engine = bdk_engine::Engine::new(config(), stores, Arc::new(ScriptedProvider::echo()), fx.tools.clone());
     assert_eq!(within(engine.recover()).await.unwrap(), 1);
-    assert_eq!(counting.reads.load(std::sync::atomic::Ordering::SeqCst), 1, "only the open session's log is read");
+    assert_eq!(counting.reads(), 1, "only the open session's log is read");
     let events = within(engine.events(&open, &alice(), 0)).await.unwrap();
     assert_eq!(events.last().unwrap().event_type(), "session.waiting");
 }

@@ -384,3 +384,37 @@ impl ModelProvider for Gated {
         )
     }
 }
+
+/// An event log that counts the reads made through it.
+#[derive(Debug)]
+pub struct CountingLog {
+    inner: Arc<dyn bdk_store::EventLog>,
+    reads: AtomicUsize,
+}
+
+impl CountingLog {
+    pub fn wrap(inner: Arc<dyn bdk_store::EventLog>) -> Arc<Self> {
+        Arc::new(CountingLog { inner, reads: AtomicUsize::new(0) })
+    }
+
+    /// The reads so far.
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl bdk_store::LogLayer for CountingLog {
+    fn inner(&self) -> &Arc<dyn bdk_store::EventLog> {
+        &self.inner
+    }
+
+    fn read<'a>(
+        &'a self,
+        session: &'a SessionId,
+        from: u64,
+        limit: Option<usize>,
+    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read(session, from, limit)
+    }
+}
