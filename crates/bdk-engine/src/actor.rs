@@ -45,6 +45,7 @@ use crate::error::{EngineError, Result};
 use crate::joined::{self, Ended};
 use crate::resume::Resumed;
 use crate::tokens;
+use crate::admission::Admitted;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
 use crate::workspace::WorkspacePrep;
@@ -429,8 +430,13 @@ impl Actor {
         // The session was just created with an empty log: these events are all of it, and its
         // first turn need not read them back.
         self.conversation.get_or_insert_default();
-        self.append(events).await?;
-        let turn_id = self.start_turn(request.workspace_files, None);
+        // The turn's `max_running_turns` admission is asked for while its message is written:
+        // on a shared database the claim is a round trip, which then overlaps the write's. A
+        // write that fails drops it, giving the slot (or the place in the queue) back.
+        let (turn_id, core, id) = (TurnId::generate(), self.core.clone(), self.id.clone());
+        let (appended, admitted) = tokio::join!(self.append(events), core.slots.admit(&id, &turn_id));
+        appended?;
+        self.start_turn(request.workspace_files, turn_id.clone(), None, Some(admitted));
         crate::telemetry::admission(&self.core.telemetry, crate::telemetry::Admission::Started);
         Ok(SessionStarted {
             session_id: self.id.clone(),
@@ -450,6 +456,7 @@ impl Actor {
             return Err(EngineError::Draining);
         }
         let coalesce = self.running.is_some() && request.admission == Admission::Coalesce;
+        let starts_at_once = self.running.is_none();
         let kind = match (coalesce, self.running.is_some()) {
             (true, _) => crate::telemetry::Admission::Coalesced,
             (false, true) => crate::telemetry::Admission::Preempted,
@@ -473,7 +480,17 @@ impl Actor {
         let (continuation_token, next) = self.rotated_token().await?;
         let held = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
         let rotated = next.as_ref().is_some_and(|next| next.continuation_token.as_deref() != held);
-        if let Err(error) = self.append_with(events, next.clone()).await {
+        // A turn that starts at once (none ran) asks for its slot while the message is written,
+        // as in `start`; a preempting one asks once its predecessor's slot is given back.
+        let (turn_id, core, id) = (TurnId::generate(), self.core.clone(), self.id.clone());
+        let admit = async {
+            if !starts_at_once {
+                return None;
+            }
+            Some(core.slots.admit(&id, &turn_id).await)
+        };
+        let (appended, admitted) = tokio::join!(self.append_with(events, next.clone()), admit);
+        if let Err(error) = appended {
             if let Some(preempted) = preempted
                 && matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable())
             {
@@ -499,7 +516,7 @@ impl Actor {
             // Files of messages coalesced earlier go first; the newest message's win.
             let mut files = mem::take(&mut self.pending_files);
             files.extend(request.workspace_files);
-            Some(self.start_turn(files, None))
+            Some(self.start_turn(files, turn_id, None, admitted))
         };
         Ok(FollowUpAccepted { continuation_token, turn_id })
     }
@@ -560,17 +577,20 @@ impl Actor {
         if self.running.is_some() {
             return Err(EngineError::InvalidRequest("the session already runs a turn".into()));
         }
-        self.start_turn(Vec::new(), Some((turn, resumed)));
+        self.start_turn(Vec::new(), turn, Some(resumed), None);
         Ok(())
     }
 
-    /// Starts a turn; `files` are its message's `workspaceFiles`. `resume`: a restored turn,
-    /// under its recorded id.
-    fn start_turn(&mut self, files: Vec<(String, String)>, resume: Option<(TurnId, Box<Resumed>)>) -> TurnId {
-        let (turn_id, resume) = match resume {
-            Some((turn, resumed)) => (turn, Some(resumed)),
-            None => (TurnId::generate(), None),
-        };
+    /// Starts turn `turn_id`; `files` are its message's `workspaceFiles`. `resume`: a restored
+    /// turn (under its recorded id). `admitted`: its `max_running_turns` admission, when it was
+    /// asked for while the message was written (`None`: the turn asks).
+    fn start_turn(
+        &mut self,
+        files: Vec<(String, String)>,
+        turn_id: TurnId,
+        resume: Option<Box<Resumed>>,
+        admitted: Option<Admitted>,
+    ) -> TurnId {
         crate::turn_log::started(&self.id, &turn_id);
         let cancel = self.cancel.child_token();
         let settings = self
@@ -589,6 +609,7 @@ impl Actor {
             workspace: WorkspacePrep { files, ready: self.workspace_ready.clone() },
             persona: None,
             resume,
+            admitted,
             trace: self.trace.take(),
         };
         let handle = tokio::spawn(turn::run(context));
@@ -668,7 +689,7 @@ impl Actor {
             None if self.follow_up_waits() && self.running.is_none() => {
                 self.pending = 0;
                 let files = mem::take(&mut self.pending_files);
-                self.start_turn(files, None);
+                self.start_turn(files, TurnId::generate(), None, None);
             }
             None => {}
         }

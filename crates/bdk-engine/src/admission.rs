@@ -41,6 +41,9 @@ struct Shared {
     released: Arc<Notify>,
 }
 
+/// What asking for a slot answers: a slot now, or a place in the queue.
+pub(crate) type Admitted = bdk_store::Result<Result<Slot, QueuedTurn>>;
+
 /// A slot, held until the turn ends (dropping it releases it).
 #[derive(Debug)]
 pub(crate) enum Slot {
@@ -97,7 +100,7 @@ impl TurnSlots {
     }
 
     /// A slot now, or a place in the queue.
-    pub async fn admit(&self, session: &SessionId, turn: &TurnId) -> bdk_store::Result<Result<Slot, QueuedTurn>> {
+    pub async fn admit(&self, session: &SessionId, turn: &TurnId) -> Admitted {
         if let Some(shared) = &self.shared {
             let slot = SharedSlot { shared: shared.clone(), session: session.clone(), turn: turn.clone() };
             return Ok(match shared.leases.claim_slot(session, turn.as_str(), shared.max).await? {

@@ -237,6 +237,7 @@ async fn run_child(
         workspace: WorkspacePrep { files: Vec::new(), ready: Arc::new(AtomicBool::new(true)) },
         persona: Some(Arc::new(persona)),
         resume: None,
+        admitted: None,
         // The `invoke_agent` span of the parent's call is current here.
         trace: core.telemetry.current(),
     };

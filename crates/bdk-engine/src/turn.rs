@@ -22,7 +22,7 @@ use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::Slot;
+use crate::admission::{Admitted, Slot};
 use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
 use crate::cost;
@@ -67,6 +67,9 @@ pub(crate) struct TurnContext {
     /// A turn restored after a restart, waiting in its tool calls (`resume.rs`); `None`: a new
     /// turn.
     pub resume: Option<Box<Resumed>>,
+    /// Its `max_running_turns` admission, when the actor asked for it while writing the
+    /// message that starts the turn; `None`: the turn asks (a child turn never does).
+    pub admitted: Option<Admitted>,
     /// The trace context the turn's span goes under (telemetry on): the request that started
     /// it, or the subagent call that runs it.
     pub trace: Option<bdk_telemetry::Context>,
@@ -142,6 +145,7 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let mut conversation = std::mem::take(&mut context.conversation);
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
     let resume = context.resume.take();
+    let admitted = context.admitted.take();
     let mut usage = resume.as_ref().map(|r| r.usage).unwrap_or_default();
     let mut children = Spent::default();
     let mut priced = match &context.persona {
@@ -156,6 +160,7 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         .run(drive(
             &context,
             resume,
+            admitted,
             &span,
             &mut conversation,
             &mut emit,
@@ -242,6 +247,7 @@ pub(crate) fn run_boxed(context: TurnContext) -> bdk_store::BoxFuture<'static, T
 async fn drive(
     context: &TurnContext,
     mut resume: Option<Box<Resumed>>,
+    admitted: Option<Admitted>,
     span: &Span,
     conversation: &mut Conversation,
     emit: &mut Emitter,
@@ -256,14 +262,16 @@ async fn drive(
     let persona = context.persona.as_deref();
 
     // A slot under `max_running_turns`, held until the turn's closing events are written (the
-    // caller hands it on in the outcome); a child turn runs on its parent's. The turn's read of
-    // its new events goes out with the claim: on a shared database each is a round trip, and
+    // caller hands it on in the outcome); a child turn runs on its parent's. The actor usually
+    // asked for it already, while it wrote the turn's message. Otherwise the turn's read of its
+    // new events goes out with the claim: on a shared database each is a round trip, and
     // neither needs the other's answer. A turn that has to wait reads the rest after its wait.
     // A fold current as of the message that started the turn needs no read at all.
     let admission = async {
-        match persona {
-            Some(_) => Ok(None),
-            None => core.slots.admit(&context.session, &context.turn).await.map(Some),
+        match (persona, admitted) {
+            (Some(_), _) => Ok(None),
+            (None, Some(admitted)) => admitted.map(Some),
+            (None, None) => core.slots.admit(&context.session, &context.turn).await.map(Some),
         }
     };
     let current = conversation.take_current();
