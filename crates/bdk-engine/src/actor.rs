@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::access::{check_followable, check_owner};
+use crate::admission::Admitted;
 use crate::conversation::Conversation;
 use crate::dispatch::ToolSettings;
 use crate::engine::Core;
@@ -45,7 +46,6 @@ use crate::error::{EngineError, Result};
 use crate::joined::{self, Ended};
 use crate::resume::Resumed;
 use crate::tokens;
-use crate::admission::Admitted;
 use crate::turn::{self, TurnContext, TurnEnd, TurnOutcome};
 use crate::types::{Admission, FollowUp, FollowUpAccepted, Principal, SessionStarted, StartSession};
 use crate::workspace::WorkspacePrep;

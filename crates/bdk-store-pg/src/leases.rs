@@ -56,30 +56,40 @@ pub(crate) async fn heartbeat(pool: Pool, replica: String, period: Duration) {
         tick.tick().await;
         let renewed = async {
             let client = pool.get().await.map_err(crate::error::pool)?;
-            // Not waited for: a renewal a database crash loses only makes the lease expire
-            // sooner (another replica may then take the session over, and this one's appends
-            // to it are refused by the fence): never two writers.
-            crate::db::relaxed(
-                &client,
-                "UPDATE bdk_session_leases SET expires_at = now() + $2::float8 * interval '1 millisecond' \
-                 WHERE replica = $1",
-                &[&replica, &millis],
-            )
-            .await?;
-            // The eval runs this replica runs live as long as its sessions' leases do.
-            crate::db::relaxed(
-                &client,
-                "UPDATE bdk_eval_runs SET expires_at = now() + $2::float8 * interval '1 millisecond' \
-                 WHERE replica = $1 AND status = 'running'",
-                &[&replica, &millis],
-            )
-            .await
+            renew(&client, &replica, millis).await
         }
         .await;
         if let Err(error) = renewed {
             tracing::warn!(%error, "could not renew this replica's session leases");
         }
     }
+}
+
+/// Locks this replica's session leases in key order, as an append batch's fence locks the
+/// leases it checks (`writer.rs`): locked in the table's order, a renewal and a batch fencing two
+/// of its sessions could each hold the lease the other waits for, and the database broke the
+/// deadlock by failing the batch.
+const RENEW: &str = "WITH mine AS (SELECT agent, session_id FROM bdk_session_leases WHERE replica = $1 \
+     ORDER BY agent, session_id FOR UPDATE) \
+     UPDATE bdk_session_leases l SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+     FROM mine WHERE l.agent = mine.agent AND l.session_id = mine.session_id";
+
+/// Renews every lease `replica` holds for `millis` from now: its sessions', and the eval runs it
+/// runs.
+async fn renew(client: &deadpool_postgres::Object, replica: &str, millis: f64) -> Result<u64> {
+    // Not waited for: a renewal a database crash loses only makes the lease expire sooner
+    // (another replica may then take the session over, and this one's appends to it are
+    // refused by the fence): never two writers.
+    let renewed = crate::db::relaxed(client, RENEW, &[&replica, &millis]).await?;
+    // The eval runs this replica runs live as long as its sessions' leases do.
+    crate::db::relaxed(
+        client,
+        "UPDATE bdk_eval_runs SET expires_at = now() + $2::float8 * interval '1 millisecond' \
+         WHERE replica = $1 AND status = 'running'",
+        &[&replica, &millis],
+    )
+    .await?;
+    Ok(renewed)
 }
 
 static NEXT_TOKEN: AtomicU64 = AtomicU64::new(1);
@@ -366,5 +376,71 @@ async fn answer_when_done(db: std::sync::Weak<PgDatabase>, id: i64, answer: ones
     .await;
     if let Err(error) = written {
         tracing::warn!(id, %error, "could not answer a forwarded session command");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::db::{PgDatabase, PgOptions};
+
+    /// A renewal and an append batch fencing two sessions of the replica lock the same two
+    /// leases; each must lock them in key order, or each can hold the lease the other waits for.
+    /// Here the leases lie in the table against key order (`b` before `a`), the batch's side
+    /// holds `a` (`FOR SHARE`, as the fence does), the renewal starts and waits, then the batch
+    /// locks `b`. Locked in the table's order, the renewal held `b` by then: deadlock, and the
+    /// database failed one of the two.
+    #[tokio::test]
+    async fn a_renewal_and_an_append_fence_lock_leases_in_one_order() {
+        let Some(db) = bdk_test_support::postgres::fresh("lease_order").await else { return };
+        let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
+        let database = PgDatabase::connect(&db.base_url(), &options).await.unwrap();
+        db.execute(
+            "INSERT INTO bdk_session_leases (agent, session_id, replica, token, expires_at) VALUES \
+             ('bot', 'b', 'r1', 't-b', now() + interval '1 minute'), \
+             ('bot', 'a', 'r1', 't-a', now() + interval '1 minute')",
+        )
+        .await;
+        let fence = database.client().await.unwrap();
+        let lock = |session: &'static str| {
+            format!(
+                "SELECT 1 FROM bdk_session_leases WHERE agent = 'bot' AND session_id = '{session}' \
+                 ORDER BY agent, session_id FOR SHARE"
+            )
+        };
+        fence.batch_execute("BEGIN").await.unwrap();
+        fence.batch_execute(&lock("a")).await.unwrap();
+
+        let renewing = {
+            let database = database.clone();
+            tokio::spawn(async move {
+                let client = database.client().await.unwrap();
+                super::renew(&client, "r1", 600_000.0).await
+            })
+        };
+        // Until the renewal waits for the lease the fence holds.
+        let watcher = database.client().await.unwrap();
+        let waits = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+             AND query LIKE '%bdk_session_leases%' AND pid <> pg_backend_pid()";
+        for _ in 0..500 {
+            if watcher.query_one(waits, &[]).await.unwrap().get::<_, i64>(0) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let second = fence.batch_execute(&lock("b")).await;
+        let committed = fence.batch_execute("COMMIT").await;
+        assert!(second.is_ok() && committed.is_ok(), "the fence failed: {second:?} {committed:?}");
+        let renewed = tokio::time::timeout(Duration::from_secs(10), renewing).await.unwrap().unwrap();
+        assert_eq!(renewed.unwrap(), 2, "both leases renewed");
+        let left = watcher
+            .query_one(
+                "SELECT min(expires_at - now()) > interval '5 minutes' FROM bdk_session_leases WHERE replica = 'r1'",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert!(left.get::<_, bool>(0));
     }
 }

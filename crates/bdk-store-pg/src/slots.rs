@@ -110,8 +110,12 @@ impl PgStore {
         let client = self.db.client().await?;
         client
             .execute(
-                "UPDATE bdk_session_leases SET expires_at = now() - interval '1 millisecond', \
-                 replica = replica || ' (released)' WHERE agent = $1 AND replica = $2",
+                // In key order, as renewals and append fences lock leases (`leases.rs`).
+                "WITH mine AS (SELECT agent, session_id FROM bdk_session_leases WHERE agent = $1 AND replica = $2 \
+                 ORDER BY agent, session_id FOR UPDATE) \
+                 UPDATE bdk_session_leases l SET expires_at = now() - interval '1 millisecond', \
+                 replica = l.replica || ' (released)' FROM mine \
+                 WHERE l.agent = mine.agent AND l.session_id = mine.session_id",
                 &[&&*self.agent, &self.db.replica],
             )
             .await
