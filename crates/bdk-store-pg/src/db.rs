@@ -275,6 +275,19 @@ pub(crate) async fn execute_relaxed(
     Ok(rows)
 }
 
+/// Starts a transaction whose statements are planned as key lookups whatever the tables'
+/// statistics say: an append batch's (`writer.rs`) and a slot claim's (`slots.rs`). Plans are
+/// generic and cached per connection (decision 0034), made the first time a connection runs a
+/// statement. On a new database's empty tables, or ones analyzed while small, the planner chose
+/// hash joins over sequential scans of all sessions and leases, and a hashed subplan of the
+/// fence check that read every lease: each append batch read every row of both tables until the
+/// next `ANALYZE` replaced the plans. With sequential scans and hash and merge joins off, every
+/// join there is a nested loop over the transaction's few keys with index lookups (the fence
+/// checks' `OFFSET 0` keeps them per-row subplans, which cannot be hashed). `SET LOCAL` ends
+/// with the transaction; the plans keep what they were made under.
+pub(crate) const BEGIN_KEYED: &str =
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
+
 /// [`execute_relaxed`] without counting the commit (for the heartbeat, which no turn makes).
 pub(crate) async fn relaxed(
     client: &Object,
@@ -322,6 +335,30 @@ pub fn redact_url(url: &str) -> String {
     }
     result.push_str(rest);
     result
+}
+
+/// The generic plans of `statements` (SQL, and its arguments as SQL literals) in a
+/// [`BEGIN_KEYED`] transaction on a fresh schema's empty tables, as `EXPLAIN` prints them; `None`
+/// without a test database.
+#[cfg(test)]
+pub(crate) async fn keyed_plans(statements: &[(&str, &str)]) -> Option<Vec<String>> {
+    let db = bdk_test_support::postgres::fresh("keyed_plans").await?;
+    let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
+    let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
+    let client = database.client().await.unwrap();
+    client.batch_execute(BEGIN_KEYED).await.unwrap();
+    let mut plans = Vec::new();
+    for (n, (sql, args)) in statements.iter().enumerate() {
+        client.batch_execute(&format!("PREPARE p{n} AS {sql}")).await.unwrap();
+        let rows = client.simple_query(&format!("EXPLAIN EXECUTE p{n}({args})")).await.unwrap();
+        let lines = rows.iter().filter_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        });
+        plans.push(lines.collect::<Vec<_>>().join("\n"));
+    }
+    client.batch_execute("ROLLBACK").await.unwrap();
+    Some(plans)
 }
 
 #[cfg(test)]

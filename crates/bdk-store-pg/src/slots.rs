@@ -23,9 +23,12 @@ use crate::store::PgStore;
 /// The statements of a claim, in order, each prepared once per connection.
 const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtext('bdk_turn_slots:' || current_schema()), hashtext($1))";
 
+/// Each row's lease is looked up by its key; its expiry is compared in an expression no index
+/// serves, or the planner, with few leases in its statistics, looked it up in the expiry index
+/// and read every live lease of the agent for every row.
 const DROP_DEAD: &str = "DELETE FROM bdk_turn_slots s WHERE s.agent = $1 AND NOT EXISTS \
      (SELECT 1 FROM bdk_session_leases l WHERE l.agent = s.agent AND l.session_id = s.session_id \
-     AND l.replica = s.replica AND l.expires_at > now())";
+     AND l.replica = s.replica AND l.expires_at - now() > interval '0' OFFSET 0)";
 
 const JOIN: &str = "INSERT INTO bdk_turn_slots (agent, session_id, turn_id, replica) VALUES ($1, $2, $3, $4) \
      ON CONFLICT (agent, session_id, turn_id) DO NOTHING";
@@ -68,7 +71,7 @@ impl PgStore {
         // (`biased`: polled in order, so the statements go out in this order on the connection.)
         let (begun, locked, dropped, joined, ran, row, committed) = tokio::join!(
             biased;
-            client.batch_execute("BEGIN"),
+            client.batch_execute(crate::db::BEGIN_KEYED),
             client.execute(&lock, by_agent),
             client.execute(&drop_dead, by_agent),
             client.execute(&join, joining),
@@ -120,5 +123,16 @@ impl PgStore {
             )
             .await
             .map_err(db)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A claim drops dead rows looking each one's lease up by key, even on empty tables.
+    #[tokio::test]
+    async fn a_claim_looks_each_slots_lease_up_by_key() {
+        let Some(plans) = crate::db::keyed_plans(&[(super::DROP_DEAD, "'bot'")]).await else { return };
+        assert!(plans[0].contains("bdk_session_leases_pkey"), "{}", plans[0]);
+        assert!(!plans[0].contains("Seq Scan") && !plans[0].contains("expires_at_idx"), "{}", plans[0]);
     }
 }

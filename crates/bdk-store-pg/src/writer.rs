@@ -8,7 +8,7 @@
 //!
 //! A batch is one round trip: a pipeline of prepared statements in one transaction, sent
 //! together (each sees the ones before):
-//! 1. `BEGIN`;
+//! 1. `BEGIN`, with the statements planned as key lookups ([`crate::db::BEGIN_KEYED`]);
 //! 2. the lease check of the fenced appends (`FOR SHARE`, so no claim can move the lease before
 //!    the commit);
 //! 3. the session rows locked `FOR UPDATE` in key order (replicas writing to the same sessions
@@ -70,13 +70,13 @@ const INSERT: &str = "INSERT INTO bdk_events (agent, session_id, idx, body) \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(a, s, f, h, t, o) \
      JOIN bdk_sessions n ON n.agent = u.a AND n.id = u.s \
      WHERE u.f IS NULL OR EXISTS (SELECT 1 FROM bdk_session_leases l \
-     WHERE l.agent = u.a AND l.session_id = u.s AND l.token = u.f)) AS r";
+     WHERE l.agent = u.a AND l.session_id = u.s AND l.token = u.f OFFSET 0)) AS r";
 
 /// The records written with their appends, under the same fence condition.
 const RECORDS: &str = "UPDATE bdk_sessions s SET record = u.r \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(a, i, f, r) \
      WHERE s.agent = u.a AND s.id = u.i AND (u.f IS NULL OR EXISTS (SELECT 1 FROM bdk_session_leases l \
-     WHERE l.agent = u.a AND l.session_id = u.i AND l.token = u.f))";
+     WHERE l.agent = u.a AND l.session_id = u.i AND l.token = u.f OFFSET 0))";
 
 /// Where an event's index goes in its stored line: the line is encoded with index 0, and the
 /// database writes the real one between the part before `0` and the part after it.
@@ -338,7 +338,7 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let record_params: &Params = &[&record_agents, &record_ids, &record_fences, &record_bodies];
     let (begun, held, locked, inserted, updated, committed) = tokio::join!(
         biased;
-        client.batch_execute("BEGIN"),
+        client.batch_execute(crate::db::BEGIN_KEYED),
         client.query(&leases, lease_params),
         async {
             let locked = client.query(&sessions, session_params).await;
@@ -407,4 +407,28 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
         )));
     }
     Ok(planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{INSERT, LEASES, RECORDS, SESSIONS};
+
+    /// An append batch probes by key even on a new database's empty tables (see
+    /// [`crate::db::BEGIN_KEYED`]): no statement reads a table whole.
+    #[tokio::test]
+    async fn a_batch_looks_its_sessions_and_leases_up_by_key() {
+        let (a, s, f) = ("'{bot}'", "'{ses_1}'", "'{t1}'");
+        let statements = [
+            (LEASES, format!("{a}, {s}, {f}")),
+            (SESSIONS, format!("{a}, {s}")),
+            (INSERT, format!("{a}, {s}, {f}, '{{h}}', '{{t}}'")),
+            (RECORDS, format!("{a}, {s}, {f}, '{{r}}'")),
+        ];
+        let statements: Vec<(&str, &str)> = statements.iter().map(|(sql, args)| (*sql, args.as_str())).collect();
+        let Some(plans) = crate::db::keyed_plans(&statements).await else { return };
+        for plan in plans {
+            assert!(!plan.contains("Seq Scan") && !plan.contains("hashed SubPlan"), "{plan}");
+            assert!(plan.contains("Index Scan using bdk_sessions_pkey") || plan.contains("_leases_pkey"), "{plan}");
+        }
+    }
 }
