@@ -395,7 +395,7 @@ mod tests {
     async fn a_renewal_and_an_append_fence_lock_leases_in_one_order() {
         let Some(db) = bdk_test_support::postgres::fresh("lease_order").await else { return };
         let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
-        let database = PgDatabase::connect(&db.base_url(), &options).await.unwrap();
+        let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
         db.execute(
             "INSERT INTO bdk_session_leases (agent, session_id, replica, token, expires_at) VALUES \
              ('bot', 'b', 'r1', 't-b', now() + interval '1 minute'), \
