@@ -1,9 +1,14 @@
 //! `max_running_turns`: a turn that finds every slot taken records `turn.queued` with its
 //! position, then runs when a slot frees.
 
-use bdk_engine::Trajectory;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bdk_engine::{Admission, Engine, Trajectory};
 use bdk_model::ScriptedProvider;
-use bdk_protocol::EventData;
+use bdk_protocol::event::SessionMode;
+use bdk_protocol::{EventData, SessionId};
+use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SessionRecord, SharedEvent};
 
 use super::support::*;
 
@@ -42,4 +47,59 @@ async fn a_turn_over_the_limit_queues_then_runs() {
     let a_done = a_events.iter().find(|e| e.event_type() == "turn.completed").unwrap().at;
     let b_began = b_events.iter().find(|e| e.event_type() == "turn.started").unwrap().at;
     assert!(a_done <= b_began);
+}
+
+/// Refuses appends that carry a `message.received` while `refuse` is set, as a full disk would.
+#[derive(Debug)]
+struct RefusingMessages {
+    inner: Arc<dyn EventLog>,
+    refuse: Arc<AtomicBool>,
+}
+
+impl LogLayer for RefusingMessages {
+    fn inner(&self) -> &Arc<dyn EventLog> {
+        &self.inner
+    }
+
+    fn write<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
+        let message = events.iter().any(|e| matches!(e.data, EventData::MessageReceived(_)));
+        if message && self.refuse.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: std::io::Error::other("disk full") })
+            });
+        }
+        bdk_store::layer::append_to(self.inner.as_ref(), session, events, record)
+    }
+}
+
+/// A follow-up asks for its turn's slot while its message is written; when the write is refused
+/// the slot is given back. With one slot, a session started afterwards runs without queueing
+/// (a slot kept by the refused follow-up would hold it in the queue for good).
+#[tokio::test]
+async fn a_slot_claimed_beside_a_refused_message_is_given_back() {
+    let fx = Fixture::echo().await;
+    let mut stores = if on_postgres() { fx.backend.stores() } else { fx.fs.stores() };
+    let refuse = Arc::new(AtomicBool::new(false));
+    stores.events = Arc::new(RefusingMessages { inner: stores.events.clone(), refuse: refuse.clone() });
+    let mut config = config();
+    config.max_running_turns = 1;
+    let engine = Engine::new(config, stores, Arc::new(ScriptedProvider::echo()), fx.tools.clone());
+
+    let a = within(engine.start_session(start("a", SessionMode::Chat))).await.unwrap();
+    settled(&engine, &a.session_id, 1).await;
+    refuse.store(true, Ordering::SeqCst);
+    let refused =
+        within(engine.follow_up(&a.session_id, follow("again", &a.continuation_token, Admission::Preempt))).await;
+    assert!(refused.is_err(), "{refused:?}");
+    refuse.store(false, Ordering::SeqCst);
+
+    let b = within(engine.start_session(start("b", SessionMode::Chat))).await.unwrap();
+    let b_events = settled(&engine, &b.session_id, 1).await;
+    assert_eq!(count(&b_events, "turn.queued"), 0, "{:?}", types(&b_events));
+    assert_eq!(Trajectory::from_events(&b_events).reply.as_deref(), Some("b"));
 }
