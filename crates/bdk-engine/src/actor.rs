@@ -430,13 +430,9 @@ impl Actor {
         // The session was just created with an empty log: these events are all of it, and its
         // first turn need not read them back.
         self.conversation.get_or_insert_default();
-        // The turn's `max_running_turns` admission is asked for while its message is written:
-        // on a shared database the claim is a round trip, which then overlaps the write's. A
-        // write that fails drops it, giving the slot (or the place in the queue) back.
-        let (turn_id, core, id) = (TurnId::generate(), self.core.clone(), self.id.clone());
-        let (appended, admitted) = tokio::join!(self.append(events), core.slots.admit(&id, &turn_id));
+        let (appended, turn_id, admitted) = self.append_admitting(events, None, true).await;
         appended?;
-        self.start_turn(request.workspace_files, turn_id.clone(), None, Some(admitted));
+        self.start_turn(request.workspace_files, turn_id.clone(), None, admitted);
         crate::telemetry::admission(&self.core.telemetry, crate::telemetry::Admission::Started);
         Ok(SessionStarted {
             session_id: self.id.clone(),
@@ -480,16 +476,8 @@ impl Actor {
         let (continuation_token, next) = self.rotated_token().await?;
         let held = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
         let rotated = next.as_ref().is_some_and(|next| next.continuation_token.as_deref() != held);
-        // A turn that starts at once (none ran) asks for its slot while the message is written,
-        // as in `start`; a preempting one asks once its predecessor's slot is given back.
-        let (turn_id, core, id) = (TurnId::generate(), self.core.clone(), self.id.clone());
-        let admit = async {
-            if !starts_at_once {
-                return None;
-            }
-            Some(core.slots.admit(&id, &turn_id).await)
-        };
-        let (appended, admitted) = tokio::join!(self.append_with(events, next.clone()), admit);
+        // A preempting turn asks for its slot once its predecessor's is given back.
+        let (appended, turn_id, admitted) = self.append_admitting(events, next.clone(), starts_at_once).await;
         if let Err(error) = appended {
             if let Some(preempted) = preempted
                 && matches!(&error, EngineError::Store(e) if e.is_write_fault() || e.is_unavailable())
@@ -799,6 +787,28 @@ impl Actor {
         if let Some(conversation) = &mut self.conversation {
             conversation.fold_own(written);
         }
+    }
+
+    /// Appends the events that start a new turn (with the session's new `record`, as
+    /// [`Actor::append_with`]), and names the turn. With `admit`, the turn's
+    /// `max_running_turns` admission is asked for while they are written: on a shared database
+    /// the claim is a round trip, which then overlaps the write's. A write that fails drops the
+    /// admission, giving the slot (or the place in the queue) back.
+    async fn append_admitting(
+        &mut self,
+        events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
+        admit: bool,
+    ) -> (Result<()>, TurnId, Option<Admitted>) {
+        let (turn_id, core, id) = (TurnId::generate(), self.core.clone(), self.id.clone());
+        let admission = async {
+            if !admit {
+                return None;
+            }
+            Some(core.slots.admit(&id, &turn_id).await)
+        };
+        let (appended, admitted) = tokio::join!(self.append_with(events, record), admission);
+        (appended, turn_id, admitted)
     }
 
     async fn append(&mut self, events: Vec<NewEvent>) -> Result<()> {
