@@ -7,7 +7,8 @@
 //! on the wire, `PgOptions::count_round_trips`), and turns per second with 1 and with 3
 //! replicas (each its own pool, `LISTEN` connection and session leases) on one database, the
 //! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
-//! one running it (so every follow-up is forwarded to the lease holder).
+//! one running it (so every follow-up is forwarded to the lease holder), and the latency of a
+//! forwarded follow-up alone.
 //!
 //! Prints figures; never fails on them. `BDK_BENCH_TURNS`, `BDK_BENCH_SESSIONS` scale it;
 //! `BDK_BENCH_MAX_RUNNING` sets `max_running_turns` (default 256: every turn claims a slot shared by
@@ -177,6 +178,35 @@ async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &s
     );
 }
 
+/// Sequential follow-ups in one session sent through a replica that does not hold it: each is
+/// forwarded to the holder (`bdk_session_commands`) and answered back.
+async fn forwarded((home, home_db): (&Engine, &PgDatabase), (other, other_db): (&Engine, &PgDatabase), turns: usize) {
+    let principal = Principal::new("bench");
+    let started = home.start_session(start("hello")).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = other.follow(&id, &principal, 0).await.unwrap();
+    next_waiting(&mut stream).await;
+    let mut token = started.continuation_token;
+    let (mut accepted, mut done) = (Vec::with_capacity(turns), Vec::with_capacity(turns));
+    let (home_before, other_before) = (counted(home_db), counted(other_db));
+    for i in 0..turns {
+        let t0 = Instant::now();
+        token = other.follow_up(&id, follow_up(i, token)).await.unwrap().continuation_token;
+        accepted.push(t0.elapsed());
+        next_waiting(&mut stream).await;
+        done.push(t0.elapsed());
+    }
+    let (home_after, other_after) = (counted(home_db), counted(other_db));
+    println!(
+        "forwarded follow-up ({turns} sequential follow-ups through a replica that does not hold the session): \
+         accepted {}; request to session.waiting {}; the holder: {}; the sender: {}",
+        summary(&mut accepted),
+        summary(&mut done),
+        per_turn(&home_before, &home_after, turns),
+        per_turn(&other_before, &other_after, turns)
+    );
+}
+
 /// `sessions` sessions x `turns` turns, session `s` started on replica `s % n` and followed up
 /// through replica `(s + 1) % n`.
 async fn throughput(engines: &[Engine], sessions: usize, turns: usize) {
@@ -227,8 +257,10 @@ fn main() {
         let (one, one_db) = replica(&db, local.path()).await;
         latency(&one, &one_db, turns, "durable commits").await;
         throughput(std::slice::from_ref(&one), sessions, 10).await;
-        let three = vec![one.clone(), replica(&db, local.path()).await.0, replica(&db, local.path()).await.0];
+        let (two, two_db) = replica(&db, local.path()).await;
+        let three = vec![one.clone(), two.clone(), replica(&db, local.path()).await.0];
         throughput(&three, sessions, 10).await;
+        forwarded((&one, &one_db), (&two, &two_db), turns / 4).await;
         for engine in &three {
             engine.drain(Duration::from_secs(5)).await;
         }

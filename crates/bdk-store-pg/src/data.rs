@@ -33,13 +33,24 @@ fn prefix_pattern(prefix: &str) -> String {
     out
 }
 
+/// The statements that find their row by its whole key, prepared once per connection (the
+/// others match a prefix with `LIKE` or `ANY`, whose generic plan could not use the pattern, so
+/// they are planned for their arguments each time).
+pub(crate) const SESSION_EXISTS: &str = "SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2";
+const KV_GET: &str = "SELECT value FROM bdk_kv WHERE agent = $1 AND scope = $2 AND key = $3";
+const KV_DELETE: &str = "DELETE FROM bdk_kv WHERE agent = $1 AND scope = $2 AND key = $3";
+const FILE_READ: &str = "SELECT bytes FROM bdk_files WHERE agent = $1 AND scope = $2 AND path = $3";
+const FILE_DELETE: &str = "DELETE FROM bdk_files WHERE agent = $1 AND scope = $2 AND path = $3";
+const KV_PUT: &str = "INSERT INTO bdk_kv (agent, scope, key, value) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (agent, scope, key) DO UPDATE SET value = EXCLUDED.value";
+const FILE_WRITE: &str = "INSERT INTO bdk_files (agent, scope, path, bytes) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (agent, scope, path) DO UPDATE SET bytes = EXCLUDED.bytes";
+
 impl PgStore {
     async fn scope_writable(&self, client: &deadpool_postgres::Object, scope: &DataScope) -> Result<()> {
         if let DataScope::Session(id) = scope {
-            let row = client
-                .query_opt("SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &id.as_str()])
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(SESSION_EXISTS).await.map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &id.as_str()]).await.map_err(db)?;
             if row.is_none() {
                 return Err(Error::SessionNotFound(id.clone()));
             }
@@ -53,13 +64,8 @@ impl HostDataStore for PgStore {
         Box::pin(async move {
             check_kv_key(key)?;
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT value FROM bdk_kv WHERE agent = $1 AND scope = $2 AND key = $3",
-                    &[&&*self.agent, &scope_key(scope), &key],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(KV_GET).await.map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &scope_key(scope), &key]).await.map_err(db)?;
             row.map(|row| serde_json::from_str(row.get(0)).map_err(|e| corrupt("a kv value", e))).transpose()
         })
     }
@@ -70,14 +76,8 @@ impl HostDataStore for PgStore {
             let text = serde_json::to_string(&value).map_err(encode)?;
             let client = self.db.client().await?;
             self.scope_writable(&client, scope).await?;
-            client
-                .execute(
-                    "INSERT INTO bdk_kv (agent, scope, key, value) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (agent, scope, key) DO UPDATE SET value = EXCLUDED.value",
-                    &[&&*self.agent, &scope_key(scope), &key, &text],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(KV_PUT).await.map_err(db)?;
+            client.execute(&statement, &[&&*self.agent, &scope_key(scope), &key, &text]).await.map_err(db)?;
             Ok(())
         })
     }
@@ -86,13 +86,8 @@ impl HostDataStore for PgStore {
         Box::pin(async move {
             check_kv_key(key)?;
             let client = self.db.client().await?;
-            let n = client
-                .execute(
-                    "DELETE FROM bdk_kv WHERE agent = $1 AND scope = $2 AND key = $3",
-                    &[&&*self.agent, &scope_key(scope), &key],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(KV_DELETE).await.map_err(db)?;
+            let n = client.execute(&statement, &[&&*self.agent, &scope_key(scope), &key]).await.map_err(db)?;
             Ok(n > 0)
         })
     }
@@ -115,13 +110,8 @@ impl HostDataStore for PgStore {
         Box::pin(async move {
             check_file_path(path)?;
             let client = self.db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT bytes FROM bdk_files WHERE agent = $1 AND scope = $2 AND path = $3",
-                    &[&&*self.agent, &scope_key(scope), &path],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(FILE_READ).await.map_err(db)?;
+            let row = client.query_opt(&statement, &[&&*self.agent, &scope_key(scope), &path]).await.map_err(db)?;
             if let Some(row) = row {
                 return Ok(Some(row.get(0)));
             }
@@ -161,14 +151,8 @@ impl HostDataStore for PgStore {
                     return Err(Error::InvalidPath { path: path.to_owned(), reason: "a parent is a file" });
                 }
             }
-            client
-                .execute(
-                    "INSERT INTO bdk_files (agent, scope, path, bytes) VALUES ($1, $2, $3, $4) \
-                     ON CONFLICT (agent, scope, path) DO UPDATE SET bytes = EXCLUDED.bytes",
-                    &[&&*self.agent, &scope_key(scope), &path, &bytes],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(FILE_WRITE).await.map_err(db)?;
+            client.execute(&statement, &[&&*self.agent, &scope_key(scope), &path, &bytes]).await.map_err(db)?;
             Ok(())
         })
     }
@@ -177,13 +161,8 @@ impl HostDataStore for PgStore {
         Box::pin(async move {
             check_file_path(path)?;
             let client = self.db.client().await?;
-            let n = client
-                .execute(
-                    "DELETE FROM bdk_files WHERE agent = $1 AND scope = $2 AND path = $3",
-                    &[&&*self.agent, &scope_key(scope), &path],
-                )
-                .await
-                .map_err(db)?;
+            let statement = client.prepare_cached(FILE_DELETE).await.map_err(db)?;
+            let n = client.execute(&statement, &[&&*self.agent, &scope_key(scope), &path]).await.map_err(db)?;
             if n == 0 && self.is_folder(&client, scope, path).await? {
                 return Err(Error::InvalidPath { path: path.to_owned(), reason: "is a folder" });
             }
@@ -238,5 +217,26 @@ impl KvStore for PgStore {
 
     fn keys<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         self.kv_keys(&AGENT, prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The statements prepared once per connection keep their first plan: on a fresh schema's
+    /// empty tables it must still find the row by its key.
+    #[tokio::test]
+    async fn a_prepared_lookup_finds_its_row_by_key() {
+        let key = "'bot', 'agent', 'k'";
+        let statements = [
+            (super::SESSION_EXISTS, "'bot', 's'"),
+            (super::KV_GET, key),
+            (super::KV_DELETE, key),
+            (super::FILE_READ, key),
+            (super::FILE_DELETE, key),
+        ];
+        let Some(plans) = crate::db::generic_plans(&statements).await else { return };
+        for plan in plans {
+            assert!(plan.contains("_pkey") && !plan.contains("Seq Scan"), "{plan}");
+        }
     }
 }

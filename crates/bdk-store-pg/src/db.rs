@@ -285,8 +285,17 @@ pub(crate) async fn execute_relaxed(
 /// join there is a nested loop over the transaction's few keys with index lookups (the fence
 /// checks' `OFFSET 0` keeps them per-row subplans, which cannot be hashed). `SET LOCAL` ends
 /// with the transaction; the plans keep what they were made under.
-pub(crate) const BEGIN_KEYED: &str =
-    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
+pub(crate) const BEGIN_KEYED: &str = concat!("BEGIN; ", keyed!());
+
+/// [`BEGIN_KEYED`] inside a transaction already begun.
+pub(crate) const KEYED: &str = keyed!();
+
+macro_rules! keyed {
+    () => {
+        "SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
+    };
+}
+use keyed;
 
 /// [`execute_relaxed`] without counting the commit (for the heartbeat, which no turn makes).
 pub(crate) async fn relaxed(
@@ -342,11 +351,22 @@ pub fn redact_url(url: &str) -> String {
 /// without a test database.
 #[cfg(test)]
 pub(crate) async fn keyed_plans(statements: &[(&str, &str)]) -> Option<Vec<String>> {
-    let db = bdk_test_support::postgres::fresh("keyed_plans").await?;
+    plans(BEGIN_KEYED, statements).await
+}
+
+/// Like [`keyed_plans`], in a plain transaction (the planner's own choices).
+#[cfg(test)]
+pub(crate) async fn generic_plans(statements: &[(&str, &str)]) -> Option<Vec<String>> {
+    plans("BEGIN", statements).await
+}
+
+#[cfg(test)]
+async fn plans(begin: &str, statements: &[(&str, &str)]) -> Option<Vec<String>> {
+    let db = bdk_test_support::postgres::fresh("plans").await?;
     let options = PgOptions { schema: Some(db.schema().to_owned()), ..PgOptions::default() };
     let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
     let client = database.client().await.unwrap();
-    client.batch_execute(BEGIN_KEYED).await.unwrap();
+    client.batch_execute(begin).await.unwrap();
     let mut plans = Vec::new();
     for (n, (sql, args)) in statements.iter().enumerate() {
         client.batch_execute(&format!("PREPARE p{n} AS {sql}")).await.unwrap();

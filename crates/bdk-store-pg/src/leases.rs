@@ -35,6 +35,23 @@ const INBOX_POLL: Duration = Duration::from_secs(1);
 /// How often a sender looks for its answer without being notified.
 const REPLY_POLL: Duration = Duration::from_millis(250);
 
+/// A command for the replica holding a session's lease, and the notification that wakes it.
+const SEND: &str = "WITH c AS (INSERT INTO bdk_session_commands (agent, session_id, target, sender, body) \
+     VALUES ($1, $2, $3, $4, $5) RETURNING id) \
+     SELECT id, pg_notify('bdk_commands', $3 || ' ' || $1 || ' ' || id) FROM c";
+
+/// How long a sender waits for its answer's notification before it first looks.
+const FIRST_LOOK: Duration = Duration::from_millis(20);
+
+/// A sender's look: takes the answer (deleting the row) once there is one; otherwise whether
+/// the target took the command, and whether it still holds a live lease on the session. (The
+/// outer query reads the row as it was before the delete.)
+const REPLY: &str = "WITH answered AS (DELETE FROM bdk_session_commands WHERE id = $1 AND reply IS NOT NULL \
+     RETURNING reply) \
+     SELECT (SELECT reply FROM answered), c.taken, EXISTS (SELECT 1 FROM bdk_session_leases l \
+     WHERE l.agent = c.agent AND l.session_id = c.session_id AND l.replica = c.target \
+     AND l.expires_at > now()) FROM bdk_session_commands c WHERE c.id = $1";
+
 /// Commands an inbox holds before it stops claiming more.
 const INBOX_DEPTH: usize = 256;
 
@@ -138,12 +155,10 @@ impl SessionLeases for PgStore {
                     return Ok(Claim::Held { token });
                 }
                 let holder = client
-                    .query_opt(
-                        "SELECT replica FROM bdk_session_leases WHERE agent = $1 AND session_id = $2",
-                        &[&&*self.agent, &session.as_str()],
-                    )
+                    .prepare_cached("SELECT replica FROM bdk_session_leases WHERE agent = $1 AND session_id = $2")
                     .await
                     .map_err(db)?;
+                let holder = client.query_opt(&holder, &[&&*self.agent, &session.as_str()]).await.map_err(db)?;
                 if let Some(row) = holder {
                     return Ok(Claim::Elsewhere { replica: row.get(0) });
                 }
@@ -209,32 +224,25 @@ impl SessionLeases for PgStore {
             let text = serde_json::to_string(&body).map_err(encode)?;
             let id: i64 = {
                 let client = self.db.client().await?;
+                let send = client.prepare_cached(SEND).await.map_err(db)?;
                 let row = client
-                    .query_one(
-                        "WITH c AS (INSERT INTO bdk_session_commands (agent, session_id, target, sender, body) \
-                         VALUES ($1, $2, $3, $4, $5) RETURNING id) \
-                         SELECT id, pg_notify('bdk_commands', $3 || ' ' || $1 || ' ' || id) FROM c",
-                        &[&&*self.agent, &session.as_str(), &replica, &self.db.replica, &text],
-                    )
+                    .query_one(&send, &[&&*self.agent, &session.as_str(), &replica, &self.db.replica, &text])
                     .await
                     .map_err(db)?;
                 row.get(0)
             };
             let mut signal = self.db.notifier.subscribe_key(reply_key(id));
             let waited = tokio::time::timeout(timeout, async {
+                // The answer takes the target at least a round trip, so the first look waits for
+                // its notification (briefly: a dead target is found at this look).
+                let mut wait = FIRST_LOOK;
                 loop {
+                    let _ = tokio::time::timeout(wait, signal.receiver.changed()).await;
+                    wait = REPLY_POLL;
                     signal.receiver.borrow_and_update();
                     let client = self.db.client().await?;
-                    // The answer, or whether the target still holds a live lease on the session.
-                    let row = client
-                        .query_opt(
-                            "SELECT c.reply, c.taken, EXISTS (SELECT 1 FROM bdk_session_leases l \
-                             WHERE l.agent = c.agent AND l.session_id = c.session_id AND l.replica = c.target \
-                             AND l.expires_at > now()) FROM bdk_session_commands c WHERE c.id = $1",
-                            &[&id],
-                        )
-                        .await
-                        .map_err(db)?;
+                    let look = client.prepare_cached(REPLY).await.map_err(db)?;
+                    let row = client.query_opt(&look, &[&id]).await.map_err(db)?;
                     let Some(row) = row else {
                         return Err(Error::Unavailable(format!("command {id} for session {session} vanished")));
                     };
@@ -247,13 +255,13 @@ impl SessionLeases for PgStore {
                             "replica {replica} no longer holds session {session}; retry"
                         )));
                     }
-                    drop(client);
-                    let _ = tokio::time::timeout(REPLY_POLL, signal.receiver.changed()).await;
                 }
             })
             .await;
-            // The row is done with either way (an unanswered one is withdrawn).
-            if let Ok(client) = self.db.client().await {
+            // An answered row went with its answer; an unanswered one is withdrawn.
+            if !matches!(waited, Ok(Ok(_)))
+                && let Ok(client) = self.db.client().await
+            {
                 let _ = client.execute("DELETE FROM bdk_session_commands WHERE id = $1", &[&id]).await;
             }
             match waited {
@@ -330,14 +338,14 @@ async fn inbox(db: std::sync::Weak<PgDatabase>, agent: String, tx: mpsc::Sender<
 /// Marks this replica's pending commands for `agent` taken and returns them (each once).
 async fn claim(db: &PgDatabase, agent: &str) -> Result<Vec<(i64, SessionId, Value)>> {
     let client = db.client().await?;
-    let rows = client
-        .query(
+    let take = client
+        .prepare_cached(
             "UPDATE bdk_session_commands SET taken = true WHERE target = $1 AND agent = $2 AND NOT taken \
              RETURNING id, session_id, body",
-            &[&db.replica, &agent],
         )
         .await
         .map_err(db_error)?;
+    let rows = client.query(&take, &[&db.replica, &agent]).await.map_err(db_error)?;
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let id: i64 = row.get(0);
@@ -363,14 +371,14 @@ async fn answer_when_done(db: std::sync::Weak<PgDatabase>, id: i64, answer: ones
     let written = async {
         let text = serde_json::to_string(&value).map_err(encode)?;
         let client = db.client().await?;
-        client
-            .execute(
+        let answer = client
+            .prepare_cached(
                 "WITH r AS (UPDATE bdk_session_commands SET reply = $2 WHERE id = $1 RETURNING id) \
                  SELECT pg_notify('bdk_replies', id::text) FROM r",
-                &[&id, &text],
             )
             .await
             .map_err(db_error)?;
+        client.execute(&answer, &[&id, &text]).await.map_err(db_error)?;
         Ok::<_, Error>(())
     }
     .await;
@@ -384,6 +392,16 @@ mod tests {
     use std::time::Duration;
 
     use crate::db::{PgDatabase, PgOptions};
+
+    /// A sender's look reads its command by id and the target's lease by key, never a whole
+    /// table, on empty tables too.
+    #[tokio::test]
+    async fn a_senders_look_reads_by_key() {
+        let Some(plans) = crate::db::generic_plans(&[(super::REPLY, "1")]).await else { return };
+        let plan = &plans[0];
+        assert!(!plan.contains("Seq Scan") && !plan.contains("Hash"), "{plan}");
+        assert!(plan.contains("bdk_session_leases_pkey"), "{plan}");
+    }
 
     /// A renewal and an append batch fencing two sessions of the replica lock the same two
     /// leases; each must lock them in key order, or each can hold the lease the other waits for.

@@ -25,6 +25,19 @@ pub const MAX_WORKSPACE_BYTES: u64 = 64 * 1024 * 1024;
 /// The local file recording which saved version a local workspace holds.
 const VERSION_FILE: &str = "workspace.version";
 
+type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
+
+/// Moves the saved version on, when the saved one is still the version the local copy was
+/// restored from (`$3`; `NULL`: whatever it is).
+const BUMP_VERSION: &str = "UPDATE bdk_sessions SET workspace_version = workspace_version + 1 \
+     WHERE agent = $1 AND id = $2 AND ($3::int8 IS NULL OR workspace_version = $3) RETURNING workspace_version";
+
+const CLEAR_FILES: &str = "DELETE FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2";
+
+/// Every file of a workspace in one statement.
+const INSERT_FILES: &str = "INSERT INTO bdk_workspace_files (agent, session_id, path, mode, bytes) \
+     SELECT $1, $2, f.path, f.mode, f.bytes FROM unnest($3::text[], $4::int4[], $5::bytea[]) AS f(path, mode, bytes)";
+
 impl PgStore {
     fn layout(&self) -> Layout {
         Layout::new(self.local.to_path_buf())
@@ -99,20 +112,24 @@ impl PgStore {
                 return Ok(None);
             }
         }
+        // Four round trips whatever the number of files: `BEGIN`, the version check, the files
+        // replaced (pipelined), the commit. Every statement is prepared once per connection.
         let tx = client.transaction().await.map_err(db)?;
-        let row = tx
-            .query_opt(
-                "UPDATE bdk_sessions SET workspace_version = workspace_version + 1 WHERE agent = $1 AND id = $2 \
-                 AND ($3::int8 IS NULL OR workspace_version = $3) RETURNING workspace_version",
-                &[&&*self.agent, &id.as_str(), &based_on],
-            )
-            .await
-            .map_err(db)?;
+        let (bump, exists, clear, insert) = tokio::try_join!(
+            tx.prepare_cached(BUMP_VERSION),
+            tx.prepare_cached(crate::data::SESSION_EXISTS),
+            tx.prepare_cached(CLEAR_FILES),
+            tx.prepare_cached(INSERT_FILES),
+        )
+        .map_err(db)?;
+        // Planned as key lookups (`db::BEGIN_KEYED`): the files are found by their session.
+        let (agent, session) = (&*self.agent, id.as_str());
+        let versioned: &Params = &[&agent, &session, &based_on];
+        let (keyed, row) = tokio::join!(biased; tx.batch_execute(crate::db::KEYED), tx.query_opt(&bump, versioned));
+        keyed.map_err(db)?;
+        let row = row.map_err(db)?;
         let Some(row) = row else {
-            let exists = tx
-                .query_opt("SELECT 1 FROM bdk_sessions WHERE agent = $1 AND id = $2", &[&&*self.agent, &id.as_str()])
-                .await
-                .map_err(db)?;
+            let exists = tx.query_opt(&exists, &[&agent, &session]).await.map_err(db)?;
             if exists.is_none() {
                 return Err(Error::SessionNotFound(id.clone()));
             }
@@ -120,20 +137,14 @@ impl PgStore {
             return Ok(None);
         };
         let version: i64 = row.get(0);
-        tx.execute(
-            "DELETE FROM bdk_workspace_files WHERE agent = $1 AND session_id = $2",
-            &[&&*self.agent, &id.as_str()],
-        )
-        .await
-        .map_err(db)?;
-        for (path, mode, bytes) in &files {
-            tx.execute(
-                "INSERT INTO bdk_workspace_files (agent, session_id, path, mode, bytes) VALUES ($1, $2, $3, $4, $5)",
-                &[&&*self.agent, &id.as_str(), path, mode, bytes],
-            )
-            .await
-            .map_err(db)?;
-        }
+        let paths: Vec<&str> = files.iter().map(|(path, _, _)| path.as_str()).collect();
+        let modes: Vec<i32> = files.iter().map(|(_, mode, _)| *mode).collect();
+        let contents: Vec<&[u8]> = files.iter().map(|(_, _, bytes)| bytes.as_slice()).collect();
+        let (by_session, rows): (&Params, &Params) =
+            (&[&agent, &session], &[&agent, &session, &paths, &modes, &contents]);
+        let (cleared, inserted) = tokio::join!(biased; tx.execute(&clear, by_session), tx.execute(&insert, rows));
+        cleared.map_err(db)?;
+        inserted.map_err(db)?;
         tx.commit().await.map_err(db)?;
         self.db.count_commit(true);
         Ok(Some((version, total)))
@@ -273,5 +284,18 @@ impl WorkspaceStore for PgStore {
 
     fn save_session_workspace<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move { self.save_workspace(id).await.map(|_| ()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A save finds the session and its files by key, even on empty tables.
+    #[tokio::test]
+    async fn a_save_finds_its_session_and_files_by_key() {
+        let statements = [(super::BUMP_VERSION, "'bot', 's', 0"), (super::CLEAR_FILES, "'bot', 's'")];
+        let Some(plans) = crate::db::keyed_plans(&statements).await else { return };
+        for plan in plans {
+            assert!(plan.contains("_pkey") && !plan.contains("Seq Scan"), "{plan}");
+        }
     }
 }

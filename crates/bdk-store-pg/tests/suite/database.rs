@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bdk_protocol::SessionId;
 use bdk_protocol::event::SessionMode;
-use bdk_store::{SessionRecord, SessionStore, WorkspaceStore};
+use bdk_store::{DataScope, HostDataStore, SessionRecord, SessionStore, WorkspaceStore};
 use bdk_store_pg::{PgDatabase, PgError, PgOptions, SCHEMA_VERSION};
 use bdk_test_support::postgres;
 use tokio_postgres::NoTls;
@@ -214,4 +214,74 @@ async fn lost_connections_fail_as_unavailable_and_recover_by_themselves() {
     assert!(appended, "the store did not recover");
     let next = tokio::time::timeout(Duration::from_secs(30), follower.next()).await.unwrap();
     assert_eq!(next.unwrap().unwrap().index, 1, "the follower outlived the outage");
+}
+
+/// Saving a workspace sends the same statements whatever its number of files (they go in one
+/// `INSERT`), in a handful of round trips, counted on the wire.
+#[tokio::test]
+async fn a_workspace_save_costs_the_same_statements_for_one_file_or_forty() {
+    let Some(db) = postgres::fresh("workspace_trips").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let counted = PgOptions { pool_size: 1, count_round_trips: true, ..options(&db) };
+    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
+    let store = bdk_store_pg::PgStore::new(database.clone(), "agent", local.path().join("agent"));
+    let id = SessionId::generate();
+    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let dir = store.session_workspace(&id).await.unwrap();
+    // Statements are prepared on the connection's first save.
+    std::fs::write(dir.join("first.txt"), "warm").unwrap();
+    store.save_workspace(&id).await.unwrap();
+
+    let mut sent = Vec::new();
+    for files in [1, 40] {
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir.join("notes")).unwrap();
+        for n in 0..files {
+            std::fs::write(dir.join(format!("notes/{n}.md")), format!("note {n}")).unwrap();
+        }
+        let before = database.round_trips();
+        assert!(store.save_workspace(&id).await.unwrap().is_some());
+        let after = database.round_trips();
+        sent.push((after.round_trips - before.round_trips, after.statements - before.statements));
+    }
+    assert_eq!(sent[0].1, sent[1].1, "statements for 1 and 40 files: {sent:?}");
+    assert!(sent[1].0 <= 6, "round trips for 40 files: {sent:?}");
+
+    // What was saved is what a fresh replica restores.
+    let other = tempfile::tempdir().unwrap();
+    let b = PgDatabase::connect(db.base_url(), &options(&db)).await.unwrap();
+    let b = bdk_store_pg::PgStore::new(b, "agent", other.path().join("agent"));
+    let restored = b.session_workspace(&id).await.unwrap();
+    assert_eq!(std::fs::read_dir(restored.join("notes")).unwrap().count(), 40);
+    assert_eq!(std::fs::read_to_string(restored.join("notes/39.md")).unwrap(), "note 39");
+    assert!(!restored.join("first.txt").exists());
+}
+
+/// A kv or file operation found by its key is one round trip per statement (prepared once per
+/// connection; an unprepared statement costs a round trip of its own to prepare).
+#[tokio::test]
+async fn host_data_by_key_is_one_round_trip_per_statement() {
+    let Some(db) = postgres::fresh("data_trips").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let counted = PgOptions { pool_size: 1, count_round_trips: true, ..options(&db) };
+    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
+    let store = bdk_store_pg::PgStore::new(database.clone(), "agent", local.path().join("agent"));
+    let id = SessionId::generate();
+    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let scope = DataScope::Session(id.clone());
+    let rounds = async || {
+        store.kv_put(&scope, "k", serde_json::json!({ "n": 1 })).await.unwrap();
+        assert_eq!(store.kv_get(&scope, "k").await.unwrap(), Some(serde_json::json!({ "n": 1 })));
+        assert_eq!(store.file_read(&scope, "f.txt").await.unwrap(), None);
+        assert!(store.kv_delete(&scope, "k").await.unwrap());
+    };
+    rounds().await; // prepares
+    let before = database.round_trips();
+    rounds().await;
+    let after = database.round_trips();
+    // put: the session's check and the upsert; get; read (and its folder check, planned
+    // for its pattern each time: two); delete.
+    let (trips, statements) = (after.round_trips - before.round_trips, after.statements - before.statements);
+    assert_eq!(statements, 6, "{trips} round trips");
+    assert!(trips <= 7, "{trips} round trips for {statements} statements");
 }

@@ -102,6 +102,11 @@ async fn a_forwarded_command_is_answered_by_its_target() {
     let answer = a.forward(b.replica(), &id, json!({ "command": "ping" }), Duration::from_secs(10)).await.unwrap();
     assert_eq!(answer, json!({ "ok": { "session": id.as_str(), "got": { "command": "ping" } } }));
     tokio::time::timeout(Duration::from_secs(10), answering).await.unwrap().unwrap();
+    // The sender took the answer and the row with it.
+    let (raw, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let left = raw.query_one("SELECT count(*) FROM bdk_session_commands", &[]).await.unwrap();
+    assert_eq!(left.get::<_, i64>(0), 0);
 
     // A target that holds no lease on the session and never takes the command (a replica that
     // died): fails fast, as unavailable (the caller claims the lease itself), before the timeout.
