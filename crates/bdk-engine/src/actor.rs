@@ -264,6 +264,7 @@ impl Actor {
             }
             bdk_store::Claim::Held { token } => {
                 self.lease = Some(token);
+                self.core.holders.forget(&self.id);
                 if starting {
                     return Ok(0);
                 }

@@ -73,6 +73,8 @@ pub(crate) struct Core {
     pub telemetry: bdk_telemetry::Telemetry,
     /// Session leases shared with other replicas (`remote.rs`); `None` on one process.
     pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
+    /// The replica last seen running each session forwarded from here (`remote.rs`).
+    pub holders: crate::remote::Holders,
     /// Whether the store takes writes (`store_health.rs`); its wrappers are in `stores`.
     pub store_health: Arc<crate::store_health::StoreHealth>,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
@@ -129,6 +131,7 @@ impl Core {
             reminders: Mutex::new(None),
             telemetry: options.telemetry,
             leases: options.leases,
+            holders: Default::default(),
             store_health,
             actors: Mutex::new(HashMap::new()),
         });
@@ -279,6 +282,17 @@ impl Core {
         request: FollowUp,
         hops: u8,
     ) -> Result<FollowUpAccepted> {
+        // Where the session ran last time: straight there, without trying its lease first.
+        if let Some(leases) = &self.leases
+            && let Some(replica) = self.holders.get(id).filter(|_| !self.is_live(id))
+        {
+            match crate::remote::follow_up(leases, &replica, id, request.clone(), hops).await {
+                // It died, or is shutting down and hands its sessions over: the usual way.
+                Err(EngineError::Draining) => self.holders.forget(id),
+                Err(EngineError::Store(error)) if error.is_unavailable() => self.holders.forget(id),
+                other => return other,
+            }
+        }
         let forward = self.leases.as_ref().map(|_| request.clone());
         let trace = self.telemetry.current();
         match self.call(id, None, |reply| Command::FollowUp { request: Box::new(request), reply, trace }).await {
@@ -291,7 +305,10 @@ impl Core {
                     Err(EngineError::Store(error)) if error.is_unavailable() => {
                         Box::pin(self.follow_up_at(id, request, hops + 1)).await
                     }
-                    other => other,
+                    answered => {
+                        self.holders.note(id, &replica);
+                        answered
+                    }
                 }
             }
             other => other,

@@ -8,7 +8,8 @@
 //! `{"command": "followUp" | "stop" | "recover" | "direct" | "approvals" | "resolve", ...}` and an answer `{"ok": ...}` or
 //! `{"error": code, "message": ...}`. The store only carries it.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bdk_protocol::event::ApprovalDecision;
@@ -33,6 +34,39 @@ const DIRECT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
 /// Forwards past this many replicas give up (the lease is moving; the caller retries).
 pub(crate) const MAX_HOPS: u8 = 2;
+
+/// The replica that last answered a follow-up forwarded from here, per session, so the next
+/// one goes straight there: finding the holder through the lease costs this replica an actor,
+/// the lease claim and a read of the holder's name first. Only a hint: a holder that let the
+/// session go takes it back when the follow-up reaches it, or forwards it on; one that died
+/// fails the forward as unavailable, which drops the entry, and the follow-up then takes the
+/// usual way. Bounded: when full, it starts over.
+#[derive(Debug, Default)]
+pub(crate) struct Holders(Mutex<HashMap<SessionId, String>>);
+
+impl Holders {
+    const MAX: usize = 4096;
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, String>> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn get(&self, id: &SessionId) -> Option<String> {
+        self.map().get(id).cloned()
+    }
+
+    pub fn note(&self, id: &SessionId, replica: &str) {
+        let mut map = self.map();
+        if map.len() >= Self::MAX && !map.contains_key(id) {
+            map.clear();
+        }
+        map.insert(id.clone(), replica.to_owned());
+    }
+
+    pub fn forget(&self, id: &SessionId) {
+        self.map().remove(id);
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "camelCase")]

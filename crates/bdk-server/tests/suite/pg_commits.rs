@@ -125,3 +125,43 @@ async fn a_text_turn_costs_two_durable_commits() {
     }
     engine.drain(Duration::from_secs(5)).await;
 }
+
+/// A follow-up sent to a replica that does not run the session is forwarded to the one that
+/// does. The first time, the receiving replica tries the session's lease to learn who holds it
+/// (a relaxed commit); after that it forwards straight to the holder it learned, committing
+/// nothing itself. The holder still decides: a stale token is refused the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarding_replica_remembers_who_runs_the_session() {
+    let Some(db) = postgres::fresh("forward_commits").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let (home, _, _) = replica(&db, local.path()).await;
+    let (other, other_db, _) = replica(&db, local.path()).await;
+    let alice = Principal::new("alice");
+    let started = within("the start", home.start_session(start())).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = home.follow(&id, &alice, 0).await.unwrap();
+    waiting(&mut stream).await;
+
+    let follow_up = |i: usize, token: &str| FollowUp {
+        message: format!("again {i}"),
+        principal: alice.clone(),
+        continuation_token: token.to_owned(),
+        admission: Admission::Preempt,
+        workspace_files: Vec::new(),
+    };
+    let mut token = started.continuation_token;
+    let mut claims = Vec::new();
+    for i in 0..3 {
+        let before = other_db.commits();
+        let accepted = within("the forwarded follow-up", other.follow_up(&id, follow_up(i, &token))).await.unwrap();
+        claims.push(relaxed(before, other_db.commits()));
+        token = accepted.continuation_token;
+        waiting(&mut stream).await;
+        assert!(!other.is_busy(&id), "the turn ran on the holder");
+    }
+    assert_eq!(claims, [1, 0, 0], "a lease claim the first time only");
+    let stale = other.follow_up(&id, follow_up(9, "not-the-token")).await.unwrap_err();
+    assert!(matches!(stale, bdk_engine::EngineError::StaleToken(_)), "{stale:?}");
+    other.drain(Duration::from_secs(5)).await;
+    home.drain(Duration::from_secs(5)).await;
+}
