@@ -216,17 +216,25 @@ async fn lost_connections_fail_as_unavailable_and_recover_by_themselves() {
     assert_eq!(next.unwrap().unwrap().index, 1, "the follower outlived the outage");
 }
 
+/// A store on one connection whose round trips are counted, with one session.
+async fn counted_session(
+    db: &postgres::TestDb,
+) -> (tempfile::TempDir, Arc<PgDatabase>, bdk_store_pg::PgStore, SessionId) {
+    let local = tempfile::tempdir().unwrap();
+    let counted = PgOptions { pool_size: 1, count_round_trips: true, ..options(db) };
+    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
+    let store = bdk_store_pg::PgStore::new(database.clone(), "agent", local.path().join("agent"));
+    let id = SessionId::generate();
+    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    (local, database, store, id)
+}
+
 /// Saving a workspace sends the same statements whatever its number of files (they go in one
 /// `INSERT`), in a handful of round trips, counted on the wire.
 #[tokio::test]
 async fn a_workspace_save_costs_the_same_statements_for_one_file_or_forty() {
     let Some(db) = postgres::fresh("workspace_trips").await else { return };
-    let local = tempfile::tempdir().unwrap();
-    let counted = PgOptions { pool_size: 1, count_round_trips: true, ..options(&db) };
-    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
-    let store = bdk_store_pg::PgStore::new(database.clone(), "agent", local.path().join("agent"));
-    let id = SessionId::generate();
-    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let (_local, database, store, id) = counted_session(&db).await;
     let dir = store.session_workspace(&id).await.unwrap();
     // Statements are prepared on the connection's first save.
     std::fs::write(dir.join("first.txt"), "warm").unwrap();
@@ -262,12 +270,7 @@ async fn a_workspace_save_costs_the_same_statements_for_one_file_or_forty() {
 #[tokio::test]
 async fn host_data_by_key_is_one_round_trip_per_statement() {
     let Some(db) = postgres::fresh("data_trips").await else { return };
-    let local = tempfile::tempdir().unwrap();
-    let counted = PgOptions { pool_size: 1, count_round_trips: true, ..options(&db) };
-    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
-    let store = bdk_store_pg::PgStore::new(database.clone(), "agent", local.path().join("agent"));
-    let id = SessionId::generate();
-    store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "p")).await.unwrap();
+    let (_local, database, store, id) = counted_session(&db).await;
     let scope = DataScope::Session(id.clone());
     let rounds = async || {
         store.kv_put(&scope, "k", serde_json::json!({ "n": 1 })).await.unwrap();
