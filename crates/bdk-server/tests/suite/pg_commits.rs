@@ -165,3 +165,40 @@ async fn a_forwarding_replica_remembers_who_runs_the_session() {
     other.drain(Duration::from_secs(5)).await;
     home.drain(Duration::from_secs(5)).await;
 }
+
+/// The remembered holder is only a hint: once it has shut down (its leases released, its
+/// inbox answering `shutting_down` or gone), a follow-up sent to the replica that remembered it
+/// takes the usual way and runs there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_holder_that_shut_down_is_passed_over() {
+    let Some(db) = postgres::fresh("forward_gone").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let (home, _, _) = replica(&db, local.path()).await;
+    let (other, _, other_store) = replica(&db, local.path()).await;
+    let alice = Principal::new("alice");
+    let started = within("the start", home.start_session(start())).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = other.follow(&id, &alice, 0).await.unwrap();
+    waiting(&mut stream).await;
+    let follow_up = |i: usize, token: &str| FollowUp {
+        message: format!("again {i}"),
+        principal: alice.clone(),
+        continuation_token: token.to_owned(),
+        admission: Admission::Preempt,
+        workspace_files: Vec::new(),
+    };
+    // Forwarded once: `other` now remembers `home`.
+    let token = within("the forward", other.follow_up(&id, follow_up(0, &started.continuation_token))).await.unwrap();
+    waiting(&mut stream).await;
+    home.drain(Duration::from_secs(5)).await;
+
+    let accepted =
+        within("the follow-up after", other.follow_up(&id, follow_up(1, &token.continuation_token))).await.unwrap();
+    let leases = other_store.leases();
+    assert_eq!(leases.holder(&id).await.unwrap().as_deref(), Some(leases.replica()), "claimed here");
+    waiting(&mut stream).await;
+    // It runs here from now on.
+    within("a local follow-up", other.follow_up(&id, follow_up(2, &accepted.continuation_token))).await.unwrap();
+    waiting(&mut stream).await;
+    other.drain(Duration::from_secs(5)).await;
+}
