@@ -282,16 +282,12 @@ impl Core {
         request: FollowUp,
         hops: u8,
     ) -> Result<FollowUpAccepted> {
-        // Where the session ran last time: straight there, without trying its lease first.
-        if let Some(leases) = &self.leases
-            && let Some(replica) = self.holders.get(id).filter(|_| !self.is_live(id))
-        {
-            match crate::remote::follow_up(leases, &replica, id, request.clone(), hops).await {
-                // It died, or is shutting down and hands its sessions over: the usual way.
-                Err(EngineError::Draining) => self.holders.forget(id),
-                Err(EngineError::Store(error)) if error.is_unavailable() => self.holders.forget(id),
-                other => return other,
-            }
+        let remembered = self.via_remembered(id, |leases, replica| {
+            let request = request.clone();
+            async move { crate::remote::follow_up(&leases, &replica, id, request, hops).await }
+        });
+        if let Some(answered) = remembered.await {
+            return answered;
         }
         let forward = self.leases.as_ref().map(|_| request.clone());
         let trace = self.telemetry.current();
@@ -319,8 +315,36 @@ impl Core {
         self.stop_at(id, principal, 0).await
     }
 
+    /// With session leases and no actor for session `id` here: `send`s a command straight to
+    /// the replica remembered as running it (`remote::Holders`), without trying its lease
+    /// first. `None`: nobody is remembered, or the one remembered died or is shutting down (and
+    /// is forgotten); the caller takes the usual way.
+    async fn via_remembered<T, F>(
+        &self,
+        id: &SessionId,
+        send: impl FnOnce(Arc<dyn bdk_store::SessionLeases>, String) -> F,
+    ) -> Option<Result<T>>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let leases = self.leases.clone()?;
+        let replica = self.holders.get(id).filter(|_| !self.is_live(id))?;
+        match send(leases, replica).await {
+            Err(EngineError::Draining) => self.holders.forget(id),
+            Err(EngineError::Store(error)) if error.is_unavailable() => self.holders.forget(id),
+            answered => return Some(answered),
+        }
+        None
+    }
+
     /// [`Core::stop`] that already crossed `hops` replicas.
     pub(crate) async fn stop_at(self: &Arc<Self>, id: &SessionId, principal: &Principal, hops: u8) -> Result<()> {
+        let remembered = self.via_remembered(id, |leases, replica| async move {
+            crate::remote::stop(&leases, &replica, id, principal, hops).await
+        });
+        if let Some(answered) = remembered.await {
+            return answered;
+        }
         let sent = principal.clone();
         match self.call(id, None, |reply| Command::Stop { principal: sent, reply }).await {
             Err(EngineError::LeasedElsewhere { replica, .. }) if hops < crate::remote::MAX_HOPS => {
@@ -331,7 +355,10 @@ impl Core {
                     Err(EngineError::Store(error)) if error.is_unavailable() => {
                         Box::pin(self.stop_at(id, principal, hops + 1)).await
                     }
-                    other => other,
+                    answered => {
+                        self.holders.note(id, &replica);
+                        answered
+                    }
                 }
             }
             other => other,

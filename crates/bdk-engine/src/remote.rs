@@ -35,8 +35,8 @@ const DIRECT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Forwards past this many replicas give up (the lease is moving; the caller retries).
 pub(crate) const MAX_HOPS: u8 = 2;
 
-/// The replica that last answered a follow-up forwarded from here, per session, so the next
-/// one goes straight there: finding the holder through the lease costs this replica an actor,
+/// The replica that last answered a follow-up or stop forwarded from here, per session, so the
+/// next one goes straight there: finding the holder through the lease costs this replica an actor,
 /// the lease claim and a read of the holder's name first. Only a hint: a holder that let the
 /// session go takes it back when the follow-up reaches it, or forwards it on; one that died
 /// fails the forward as unavailable, which drops the entry, and the follow-up then takes the

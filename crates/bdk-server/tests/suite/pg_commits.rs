@@ -160,6 +160,10 @@ async fn a_forwarding_replica_remembers_who_runs_the_session() {
         assert!(!other.is_busy(&id), "the turn ran on the holder");
     }
     assert_eq!(claims, [1, 0, 0], "a lease claim the first time only");
+    // A stop goes the same way.
+    let before = other_db.commits();
+    within("the forwarded stop", other.stop(&id, &alice)).await.unwrap();
+    assert_eq!(relaxed(before, other_db.commits()), 0, "no lease claim for the stop");
     let stale = other.follow_up(&id, follow_up(9, "not-the-token")).await.unwrap_err();
     assert!(matches!(stale, bdk_engine::EngineError::StaleToken(_)), "{stale:?}");
     other.drain(Duration::from_secs(5)).await;
