@@ -126,48 +126,69 @@ async fn a_text_turn_costs_two_durable_commits() {
     engine.drain(Duration::from_secs(5)).await;
 }
 
+/// Two replicas on one database and a session started on the first (`home`), its first turn
+/// done, followed from the second (`other`).
+struct Pair {
+    _db: TestDb,
+    _local: tempfile::TempDir,
+    home: Engine,
+    other: Engine,
+    other_db: Arc<PgDatabase>,
+    other_store: PgStore,
+    id: bdk_protocol::SessionId,
+    token: String,
+    stream: EventStream,
+}
+
+async fn pair(name: &str) -> Option<Pair> {
+    let db = postgres::fresh(name).await?;
+    let local = tempfile::tempdir().unwrap();
+    let (home, _, _) = replica(&db, local.path()).await;
+    let (other, other_db, other_store) = replica(&db, local.path()).await;
+    let started = within("the start", home.start_session(start())).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = other.follow(&id, &Principal::new("alice"), 0).await.unwrap();
+    waiting(&mut stream).await;
+    let token = started.continuation_token;
+    Some(Pair { _db: db, _local: local, home, other, other_db, other_store, id, token, stream })
+}
+
+fn follow_up(i: usize, token: &str) -> FollowUp {
+    FollowUp {
+        message: format!("again {i}"),
+        principal: Principal::new("alice"),
+        continuation_token: token.to_owned(),
+        admission: Admission::Preempt,
+        workspace_files: Vec::new(),
+    }
+}
+
 /// A follow-up sent to a replica that does not run the session is forwarded to the one that
 /// does. The first time, the receiving replica tries the session's lease to learn who holds it
 /// (a relaxed commit); after that it forwards straight to the holder it learned, committing
 /// nothing itself. The holder still decides: a stale token is refused the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarding_replica_remembers_who_runs_the_session() {
-    let Some(db) = postgres::fresh("forward_commits").await else { return };
-    let local = tempfile::tempdir().unwrap();
-    let (home, _, _) = replica(&db, local.path()).await;
-    let (other, other_db, _) = replica(&db, local.path()).await;
-    let alice = Principal::new("alice");
-    let started = within("the start", home.start_session(start())).await.unwrap();
-    let id = started.session_id.clone();
-    let mut stream = home.follow(&id, &alice, 0).await.unwrap();
-    waiting(&mut stream).await;
-
-    let follow_up = |i: usize, token: &str| FollowUp {
-        message: format!("again {i}"),
-        principal: alice.clone(),
-        continuation_token: token.to_owned(),
-        admission: Admission::Preempt,
-        workspace_files: Vec::new(),
-    };
-    let mut token = started.continuation_token;
+    let Some(mut p) = pair("forward_commits").await else { return };
     let mut claims = Vec::new();
     for i in 0..3 {
-        let before = other_db.commits();
-        let accepted = within("the forwarded follow-up", other.follow_up(&id, follow_up(i, &token))).await.unwrap();
-        claims.push(relaxed(before, other_db.commits()));
-        token = accepted.continuation_token;
-        waiting(&mut stream).await;
-        assert!(!other.is_busy(&id), "the turn ran on the holder");
+        let before = p.other_db.commits();
+        let accepted =
+            within("the forwarded follow-up", p.other.follow_up(&p.id, follow_up(i, &p.token))).await.unwrap();
+        claims.push(relaxed(before, p.other_db.commits()));
+        p.token = accepted.continuation_token;
+        waiting(&mut p.stream).await;
+        assert!(!p.other.is_busy(&p.id), "the turn ran on the holder");
     }
     assert_eq!(claims, [1, 0, 0], "a lease claim the first time only");
     // A stop goes the same way.
-    let before = other_db.commits();
-    within("the forwarded stop", other.stop(&id, &alice)).await.unwrap();
-    assert_eq!(relaxed(before, other_db.commits()), 0, "no lease claim for the stop");
-    let stale = other.follow_up(&id, follow_up(9, "not-the-token")).await.unwrap_err();
+    let before = p.other_db.commits();
+    within("the forwarded stop", p.other.stop(&p.id, &Principal::new("alice"))).await.unwrap();
+    assert_eq!(relaxed(before, p.other_db.commits()), 0, "no lease claim for the stop");
+    let stale = p.other.follow_up(&p.id, follow_up(9, "not-the-token")).await.unwrap_err();
     assert!(matches!(stale, bdk_engine::EngineError::StaleToken(_)), "{stale:?}");
-    other.drain(Duration::from_secs(5)).await;
-    home.drain(Duration::from_secs(5)).await;
+    p.other.drain(Duration::from_secs(5)).await;
+    p.home.drain(Duration::from_secs(5)).await;
 }
 
 /// The remembered holder is only a hint: once it has shut down (its leases released, its
@@ -175,34 +196,20 @@ async fn a_forwarding_replica_remembers_who_runs_the_session() {
 /// takes the usual way and runs there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remembered_holder_that_shut_down_is_passed_over() {
-    let Some(db) = postgres::fresh("forward_gone").await else { return };
-    let local = tempfile::tempdir().unwrap();
-    let (home, _, _) = replica(&db, local.path()).await;
-    let (other, _, other_store) = replica(&db, local.path()).await;
-    let alice = Principal::new("alice");
-    let started = within("the start", home.start_session(start())).await.unwrap();
-    let id = started.session_id.clone();
-    let mut stream = other.follow(&id, &alice, 0).await.unwrap();
-    waiting(&mut stream).await;
-    let follow_up = |i: usize, token: &str| FollowUp {
-        message: format!("again {i}"),
-        principal: alice.clone(),
-        continuation_token: token.to_owned(),
-        admission: Admission::Preempt,
-        workspace_files: Vec::new(),
-    };
+    let Some(mut p) = pair("forward_gone").await else { return };
     // Forwarded once: `other` now remembers `home`.
-    let token = within("the forward", other.follow_up(&id, follow_up(0, &started.continuation_token))).await.unwrap();
-    waiting(&mut stream).await;
-    home.drain(Duration::from_secs(5)).await;
+    let accepted = within("the forward", p.other.follow_up(&p.id, follow_up(0, &p.token))).await.unwrap();
+    waiting(&mut p.stream).await;
+    p.home.drain(Duration::from_secs(5)).await;
 
-    let accepted =
-        within("the follow-up after", other.follow_up(&id, follow_up(1, &token.continuation_token))).await.unwrap();
-    let leases = other_store.leases();
-    assert_eq!(leases.holder(&id).await.unwrap().as_deref(), Some(leases.replica()), "claimed here");
-    waiting(&mut stream).await;
+    let accepted = within("the follow-up after", p.other.follow_up(&p.id, follow_up(1, &accepted.continuation_token)))
+        .await
+        .unwrap();
+    let leases = p.other_store.leases();
+    assert_eq!(leases.holder(&p.id).await.unwrap().as_deref(), Some(leases.replica()), "claimed here");
+    waiting(&mut p.stream).await;
     // It runs here from now on.
-    within("a local follow-up", other.follow_up(&id, follow_up(2, &accepted.continuation_token))).await.unwrap();
-    waiting(&mut stream).await;
-    other.drain(Duration::from_secs(5)).await;
+    within("a local follow-up", p.other.follow_up(&p.id, follow_up(2, &accepted.continuation_token))).await.unwrap();
+    waiting(&mut p.stream).await;
+    p.other.drain(Duration::from_secs(5)).await;
 }
