@@ -112,8 +112,10 @@ async fn a_text_turn_costs_two_durable_commits() {
         let accepted = within("the follow-up", engine.follow_up(&id, request)).await.unwrap();
         assert_ne!(accepted.continuation_token, token);
         token = accepted.continuation_token;
-        // Answered: the message and the new token were committed together, before the answer.
-        assert_eq!(durable(before, database.commits()), 1, "the accepted message and the rotated token");
+        // Answered: the message and the new token were committed, before the answer. (The
+        // turn runs on meanwhile, and on a busy machine its commit may be counted here too; that
+        // they were one commit shows in the total of two below.)
+        assert!(durable(before, database.commits()) >= 1, "the accepted message and the rotated token");
         let record = store.get(&id).await.unwrap().unwrap();
         assert_eq!(record.continuation_token.as_deref(), Some(token.as_str()));
         waiting(&mut stream).await;
