@@ -268,7 +268,7 @@ pub(crate) async fn execute_relaxed(
     db: &PgDatabase,
     client: &Object,
     sql: &str,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    params: &Params<'_>,
 ) -> bdk_store::Result<u64> {
     let rows = relaxed(client, sql, params).await?;
     db.count_commit(false);
@@ -297,12 +297,11 @@ macro_rules! keyed {
 }
 use keyed;
 
+/// A statement's parameters, as the driver takes them.
+pub(crate) type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
+
 /// [`execute_relaxed`] without counting the commit (for the heartbeat, which no turn makes).
-pub(crate) async fn relaxed(
-    client: &Object,
-    sql: &str,
-    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-) -> bdk_store::Result<u64> {
+pub(crate) async fn relaxed(client: &Object, sql: &str, params: &Params<'_>) -> bdk_store::Result<u64> {
     let statement = client.prepare_cached(sql).await.map_err(crate::error::db)?;
     let (begun, executed, committed) = futures_util::future::join3(
         client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),

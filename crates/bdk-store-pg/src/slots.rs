@@ -16,6 +16,7 @@
 use bdk_protocol::SessionId;
 use bdk_store::{Result, SlotClaim};
 
+use crate::db::Params;
 use crate::error::db;
 use crate::notify::slots_key;
 use crate::store::PgStore;
@@ -62,7 +63,6 @@ impl PgStore {
             client.prepare_cached(PLACE),
         )
         .map_err(db)?;
-        type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
         let (agent, session, max) = (&*self.agent, session.as_str(), i64::from(max));
         let by_agent: &Params = &[&agent];
         let by_turn: &Params = &[&agent, &session, &turn];

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use bdk_protocol::{CallId, SessionId};
 use bdk_store::{BoxFuture, Error, Layout, Result, WorkspaceStore};
 
+use crate::db::Params;
 use crate::error::db;
 use crate::store::PgStore;
 
@@ -24,8 +25,6 @@ pub const MAX_WORKSPACE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The local file recording which saved version a local workspace holds.
 const VERSION_FILE: &str = "workspace.version";
-
-type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
 
 /// Moves the saved version on, when the saved one is still the version the local copy was
 /// restored from (`$3`; `NULL`: whatever it is).

@@ -40,6 +40,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::db::Params;
 use crate::error::db;
 use crate::notify::Notifier;
 
@@ -331,7 +332,6 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     // The round trip: begin, check the leases, lock the sessions, insert, replace the records,
     // commit. (`biased`: polled in order, so the statements go out in this order.)
     let mut on_locked = Some(on_locked);
-    type Params<'p> = [&'p (dyn tokio_postgres::types::ToSql + Sync)];
     let lease_params: &Params = &[&fence_agents, &fence_ids, &fence_tokens];
     let session_params: &Params = &[&key_agents, &key_ids];
     let event_params: &Params = &[&agents, &ids, &fences, &heads, &tails];
