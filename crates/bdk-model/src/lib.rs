@@ -26,7 +26,7 @@ pub use context::context_window_for;
 pub use cost::{Price, estimate_cost, price_for};
 pub use error::{ModelError, Result, TimeoutPhase};
 pub use http::{HttpConfig, Timeouts};
-pub use messages::Messages;
+pub use messages::{Messages, WireFormat};
 pub use openai::OpenAiProvider;
 pub use presets::{DEFAULT_MODEL, ProviderKind, default_model_params};
 pub use provider::{ModelProvider, ModelStream, ProviderInfo, UnavailableProvider};

@@ -4,11 +4,13 @@
 //! The list is a chain of segments, newest last. A clone shares every segment (O(1)); a push
 //! goes into the newest segment when nobody else holds it, else into a new segment that points
 //! at the shared ones. What one holder appends is never seen by another. Reading it in order
-//! walks the chain once. It owns no wire format: providers read it as a sequence.
+//! walks the chain once. It owns no wire format: providers read it as a sequence, and may keep
+//! each message's encoding beside it ([`Messages::encoded`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 use crate::types::Message;
 
@@ -26,6 +28,32 @@ pub struct Segment {
     /// How many messages the segments before hold.
     offset: usize,
     items: Vec<Message>,
+    /// Each item's wire encoding, once a provider has sent it (as long as `items`).
+    wire: Vec<OnceLock<Kept>>,
+}
+
+impl Segment {
+    fn new(before: Option<Arc<Segment>>, offset: usize, items: Vec<Message>) -> Segment {
+        let wire = items.iter().map(|_| OnceLock::new()).collect();
+        Segment { before, offset, items, wire }
+    }
+}
+
+/// How a provider writes a message on the wire, for [`Messages::encoded`].
+#[derive(Debug)]
+pub struct WireFormat {
+    /// Tells one provider's encoding from another's.
+    pub name: &'static str,
+    /// The message's parts, one JSON value each (the whole message, or its content blocks);
+    /// `None` when it cannot be encoded (the provider then writes it itself).
+    pub encode: fn(&Message) -> Option<Vec<Box<RawValue>>>,
+}
+
+/// A message's parts in one [`WireFormat`].
+#[derive(Debug)]
+struct Kept {
+    format: &'static str,
+    parts: Option<Box<[Box<RawValue>]>>,
 }
 
 impl Messages {
@@ -46,10 +74,11 @@ impl Messages {
     pub fn push(&mut self, message: Message) {
         if let Some(tail) = self.tail.as_mut().and_then(Arc::get_mut) {
             tail.items.push(message);
+            tail.wire.push(OnceLock::new());
             return;
         }
         let offset = self.len();
-        self.tail = Some(Arc::new(Segment { before: self.tail.take(), offset, items: vec![message] }));
+        self.tail = Some(Arc::new(Segment::new(self.tail.take(), offset, vec![message])));
     }
 
     /// Keeps the first `len` messages. Drops whole segments; only a segment cut in the middle
@@ -67,9 +96,10 @@ impl Messages {
             let copy = Arc::strong_count(tail) > 1;
             if copy {
                 let items = tail.items[..keep].to_vec();
-                self.tail = Some(Arc::new(Segment { before: tail.before.clone(), offset: tail.offset, items }));
+                self.tail = Some(Arc::new(Segment::new(tail.before.clone(), tail.offset, items)));
             } else if let Some(owned) = self.tail.as_mut().and_then(Arc::get_mut) {
                 owned.items.truncate(keep);
+                owned.wire.truncate(keep);
             }
             return;
         }
@@ -94,6 +124,24 @@ impl Messages {
     /// The messages, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Message> + Clone + '_ {
         self.into_iter()
+    }
+
+    /// Each message with its parts in `format`, oldest first. A message is encoded the first
+    /// time it is sent in a format and the parts are kept with it, so each step of a
+    /// conversation encodes only the messages added since the step before (the bytes are still
+    /// copied into every request; the escaping is what they cost). The parts are `None` when
+    /// the message is kept in another format, or could not be encoded: the caller writes it.
+    pub fn encoded<'a>(
+        &'a self,
+        format: &'a WireFormat,
+    ) -> impl Iterator<Item = (&'a Message, Option<&'a [Box<RawValue>]>)> + 'a {
+        self.segments().into_iter().flat_map(move |segment| {
+            segment.items.iter().zip(&segment.wire).map(move |(message, slot)| {
+                let kept =
+                    slot.get_or_init(|| Kept { format: format.name, parts: (format.encode)(message).map(Into::into) });
+                (message, kept.parts.as_deref().filter(|_| kept.format == format.name))
+            })
+        })
     }
 
     /// A copy as a plain vector.
@@ -191,7 +239,7 @@ impl From<Vec<Message>> for Messages {
         if items.is_empty() {
             return Self::default();
         }
-        Self { tail: Some(Arc::new(Segment { before: None, offset: 0, items })) }
+        Self { tail: Some(Arc::new(Segment::new(None, 0, items))) }
     }
 }
 
@@ -322,5 +370,56 @@ mod tests {
         assert_eq!(json, serde_json::to_string(&a.to_vec()).unwrap());
         let back: Messages = serde_json::from_str(&json).unwrap();
         assert_eq!(back, a);
+    }
+
+    /// A test format that counts its encodings: a user message encodes as its text.
+    static ENCODED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static COUNTED: WireFormat = WireFormat { name: "counted", encode: counted };
+    static OTHER: WireFormat = WireFormat { name: "other", encode: counted };
+
+    fn counted(message: &Message) -> Option<Vec<Box<RawValue>>> {
+        ENCODED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let Message::User { content } = message else { return None };
+        Some(vec![serde_json::value::to_raw_value(content).ok()?])
+    }
+
+    fn wire(messages: &Messages, format: &WireFormat) -> Vec<Option<String>> {
+        messages.encoded(format).map(|(_, parts)| parts.map(|parts| parts[0].get().to_owned())).collect()
+    }
+
+    fn encodings() -> usize {
+        ENCODED.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn each_message_is_encoded_once_however_often_it_is_sent() {
+        let quoted = |text: &str| Some(format!("{text:?}"));
+        let mut first = Messages::from(vec![Message::user("a"), Message::user("b")]);
+        let start = encodings();
+        assert_eq!(wire(&first, &COUNTED), [quoted("a"), quoted("b")]);
+        assert_eq!(encodings() - start, 2);
+        // Sent again, and by a clone that grew: only the new message is encoded.
+        let mut second = first.clone();
+        second.push(Message::user("c"));
+        assert_eq!(wire(&first, &COUNTED), [quoted("a"), quoted("b")]);
+        assert_eq!(wire(&second, &COUNTED), [quoted("a"), quoted("b"), quoted("c")]);
+        assert_eq!(encodings() - start, 3);
+        // A message that cannot be encoded is written by the caller, and not tried again.
+        second.push(Message::assistant("d"));
+        assert_eq!(wire(&second, &COUNTED)[3], None);
+        assert_eq!(wire(&second, &COUNTED)[3], None);
+        assert_eq!(encodings() - start, 4);
+        // Kept in one format, a message is the caller's to write in another.
+        assert_eq!(wire(&first, &OTHER), [None, None]);
+        // A cut list grows with fresh slots: the new message is not read as the one cut.
+        drop(second);
+        first.truncate(1);
+        first.push(Message::user("e"));
+        assert_eq!(wire(&first, &COUNTED), [quoted("a"), quoted("e")]);
+        let mut shared = first.clone();
+        shared.truncate(1);
+        shared.push(Message::user("f"));
+        assert_eq!(wire(&shared, &COUNTED), [quoted("a"), quoted("f")]);
+        assert_eq!(wire(&first, &COUNTED), [quoted("a"), quoted("e")]);
     }
 }

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::decode::MessagesDecoder;
 use crate::error::ModelError;
+use crate::http::body::EncodedTools;
 use crate::http::{self, HttpConfig};
 use crate::provider::{ModelProvider, ModelStream, ProviderInfo};
 use crate::types::ModelRequest;
@@ -22,12 +23,14 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 pub struct AnthropicProvider {
     config: HttpConfig,
     client: reqwest::Client,
+    /// The tools array of the last request, kept while its list is the one requests bring.
+    tools: EncodedTools,
 }
 
 impl AnthropicProvider {
     pub fn new(config: HttpConfig) -> Result<Self, ModelError> {
         let client = http::client(&config.timeouts)?;
-        Ok(Self { config, client })
+        Ok(Self { config, client, tools: EncodedTools::default() })
     }
 }
 
@@ -42,7 +45,8 @@ impl ModelProvider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
         let params = request.params.or(&self.config.params);
-        let body = request::body(&self.config.model, &request, &params);
+        let tools = self.tools.get(&request.tools, request::tools);
+        let body = request::body(&self.config.model, &request, &params, tools.as_deref());
         let mut builder = self
             .client
             .post(http::endpoint(&self.config.base_url, "messages"))

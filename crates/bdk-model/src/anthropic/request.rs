@@ -5,10 +5,11 @@
 
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::http::body::Object;
-use crate::messages::Messages;
+use crate::messages::{Messages, WireFormat};
 use crate::types::{Effort, Message, ModelParams, ModelRequest, ToolSpec};
 
 /// The output limit when neither the agent nor the request sets one (the API requires it).
@@ -27,7 +28,13 @@ pub fn thinking_budget(effort: Effort) -> Option<u32> {
 }
 
 /// The body: serialize it (`reqwest`'s `json`, `serde_json::to_vec`).
-pub(crate) fn body<'a>(model: &'a str, request: &'a ModelRequest, params: &'a ModelParams) -> Object<'a, Field<'a>> {
+/// `encoded`: the request's tools array as [`tools`] writes it, when the caller keeps it.
+pub(crate) fn body<'a>(
+    model: &'a str,
+    request: &'a ModelRequest,
+    params: &'a ModelParams,
+    encoded: Option<&'a RawValue>,
+) -> Object<'a, Field<'a>> {
     let budget = params.effort.and_then(thinking_budget);
     let max_tokens = params.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS + budget.unwrap_or(0));
     // The budget must stay below max_tokens and at or above the API's minimum of 1024.
@@ -39,8 +46,10 @@ pub(crate) fn body<'a>(model: &'a str, request: &'a ModelRequest, params: &'a Mo
         fields.push(("system", Field::Str(system)));
     }
     fields.push(("messages", Field::Messages(messages(&request.messages))));
-    if !request.tools.is_empty() {
-        fields.push(("tools", Field::Tools(&request.tools)));
+    match encoded {
+        Some(tools) => fields.push(("tools", Field::Encoded(tools))),
+        None if !request.tools.is_empty() => fields.push(("tools", Field::Tools(&request.tools))),
+        None => {}
     }
     fields.push(("stream", Field::True));
     match budget {
@@ -73,8 +82,27 @@ pub(crate) enum Field<'a> {
     /// `{"type": "enabled", "budget_tokens": …}`
     Thinking(u32),
     /// Messages of alternating roles, each with its content blocks.
-    Messages(Vec<(&'static str, Vec<Block<'a>>)>),
+    Messages(Vec<(&'static str, Vec<Part<'a>>)>),
     Tools(&'a [ToolSpec]),
+    /// The tools array, already encoded by [`tools`].
+    Encoded(&'a RawValue),
+}
+
+/// The `tools` array of `specs`, encoded (see [`crate::http::body::EncodedTools`]).
+pub(crate) fn tools(specs: &[ToolSpec]) -> serde_json::Result<Box<RawValue>> {
+    serde_json::value::to_raw_value(&Tools(specs))
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|spec| Tool {
+            name: &spec.name,
+            description: &spec.description,
+            input_schema: &spec.input_schema,
+        }))
+    }
 }
 
 impl Serialize for Field<'_> {
@@ -92,11 +120,8 @@ impl Serialize for Field<'_> {
             }
             Field::Messages(messages) => serializer
                 .collect_seq(messages.iter().map(|(role, content)| WireMessage { role, content: content.as_slice() })),
-            Field::Tools(tools) => serializer.collect_seq(tools.iter().map(|spec| Tool {
-                name: &spec.name,
-                description: &spec.description,
-                input_schema: &spec.input_schema,
-            })),
+            Field::Tools(specs) => Tools(specs).serialize(serializer),
+            Field::Encoded(tools) => tools.serialize(serializer),
         }
     }
 }
@@ -104,7 +129,23 @@ impl Serialize for Field<'_> {
 #[derive(Serialize)]
 struct WireMessage<'a> {
     role: &'static str,
-    content: &'a [Block<'a>],
+    content: &'a [Part<'a>],
+}
+
+/// One content block: encoded now, or kept from an earlier request (see
+/// [`crate::Messages::encoded`]).
+#[derive(Serialize)]
+#[serde(untagged)]
+pub(crate) enum Part<'a> {
+    Block(Block<'a>),
+    Kept(&'a RawValue),
+}
+
+/// A message's content blocks, each kept with it.
+static WIRE: WireFormat = WireFormat { name: "anthropic-messages", encode: encode_blocks };
+
+fn encode_blocks(message: &Message) -> Option<Vec<Box<RawValue>>> {
+    blocks(message).iter().map(|block| serde_json::value::to_raw_value(block).ok()).collect()
 }
 
 #[derive(Serialize)]
@@ -139,34 +180,14 @@ pub(crate) enum Block<'a> {
     },
 }
 
-fn messages(messages: &Messages) -> Vec<(&'static str, Vec<Block<'_>>)> {
-    let mut out: Vec<(&'static str, Vec<Block<'_>>)> = Vec::new();
-    for message in messages {
-        let (role, blocks) = match message {
-            Message::User { content } => ("user", vec![Block::Text { text: content }]),
-            Message::Tool { call_id, content, is_error } => {
-                ("user", vec![Block::ToolResult { tool_use_id: call_id, content, is_error: *is_error }])
-            }
-            Message::Assistant { content, reasoning, tool_calls } => {
-                let mut blocks = Vec::new();
-                // A thinking block is only accepted back with the signature it came with.
-                if let Some(reasoning) = reasoning
-                    && let Some(signature) = &reasoning.signature
-                {
-                    blocks.push(Block::Thinking { thinking: &reasoning.text, signature });
-                }
-                if !content.is_empty() {
-                    blocks.push(Block::Text { text: content });
-                }
-                for call in tool_calls {
-                    let input = match call.arguments_json() {
-                        Ok(value @ Value::Object(_)) => value,
-                        _ => Value::Object(Map::new()),
-                    };
-                    blocks.push(Block::ToolUse { id: &call.id, name: &call.name, input });
-                }
-                ("assistant", blocks)
-            }
+/// The conversation as alternating messages, each with its content blocks.
+fn messages(messages: &Messages) -> Vec<(&'static str, Vec<Part<'_>>)> {
+    let mut out: Vec<(&'static str, Vec<Part<'_>>)> = Vec::new();
+    for (message, kept) in messages.encoded(&WIRE) {
+        let role = role(message);
+        let blocks: Vec<Part<'_>> = match kept {
+            Some(parts) => parts.iter().map(|part| Part::Kept(part)).collect(),
+            None => blocks(message).into_iter().map(Part::Block).collect(),
         };
         if blocks.is_empty() {
             continue;
@@ -177,6 +198,44 @@ fn messages(messages: &Messages) -> Vec<(&'static str, Vec<Block<'_>>)> {
         }
     }
     out
+}
+
+/// The role a message is sent under: tool results go back as the user's.
+fn role(message: &Message) -> &'static str {
+    match message {
+        Message::User { .. } | Message::Tool { .. } => "user",
+        Message::Assistant { .. } => "assistant",
+    }
+}
+
+/// A message's content blocks (its role is [`role`]).
+fn blocks(message: &Message) -> Vec<Block<'_>> {
+    match message {
+        Message::User { content } => vec![Block::Text { text: content }],
+        Message::Tool { call_id, content, is_error } => {
+            vec![Block::ToolResult { tool_use_id: call_id, content, is_error: *is_error }]
+        }
+        Message::Assistant { content, reasoning, tool_calls } => {
+            let mut blocks = Vec::new();
+            // A thinking block is only accepted back with the signature it came with.
+            if let Some(reasoning) = reasoning
+                && let Some(signature) = &reasoning.signature
+            {
+                blocks.push(Block::Thinking { thinking: &reasoning.text, signature });
+            }
+            if !content.is_empty() {
+                blocks.push(Block::Text { text: content });
+            }
+            for call in tool_calls {
+                let input = match call.arguments_json() {
+                    Ok(value @ Value::Object(_)) => value,
+                    _ => Value::Object(Map::new()),
+                };
+                blocks.push(Block::ToolUse { id: &call.id, name: &call.name, input });
+            }
+            blocks
+        }
+    }
 }
 
 #[cfg(test)]
@@ -210,7 +269,7 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let body = to_value(body("claude-x", &request, &ModelParams::default()));
+        let body = to_value(body("claude-x", &request, &ModelParams::default(), None));
         assert_eq!(body["system"], json!("sys"));
         assert_eq!(body["max_tokens"], json!(DEFAULT_MAX_TOKENS));
         let messages = body["messages"].as_array().unwrap();
@@ -227,12 +286,12 @@ mod tests {
     #[test]
     fn effort_turns_on_thinking_and_drops_temperature() {
         let params = ModelParams { effort: Some(Effort::High), temperature: Some(0.2), ..Default::default() };
-        let body = to_value(body("claude-x", &ModelRequest::default(), &params));
+        let body = to_value(body("claude-x", &ModelRequest::default(), &params, None));
         assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 16_384}));
         assert_eq!(body["max_tokens"], json!(DEFAULT_MAX_TOKENS + 16_384));
         assert!(body.get("temperature").is_none());
         let small = ModelParams { effort: Some(Effort::High), max_tokens: Some(500), ..Default::default() };
-        assert!(to_value(super::body("c", &ModelRequest::default(), &small)).get("thinking").is_none());
+        assert!(to_value(super::body("c", &ModelRequest::default(), &small, None)).get("thinking").is_none());
     }
 
     /// The body as it was built before it was serialized straight from the request: a `Value`
@@ -330,7 +389,10 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let bytes = serde_json::to_string(&body("c", &request, &ModelParams::default())).unwrap();
+        let encoded = tools(&request.tools).unwrap();
+        let [bytes, from_encoded] = [None, Some(&*encoded)]
+            .map(|encoded| serde_json::to_string(&body("c", &request, &ModelParams::default(), encoded)).unwrap());
+        assert_eq!(from_encoded, bytes);
         let tools = r#""tools":[{"name":"search","description":"Finds \"things\" — fast","input_schema":{"type":"object","required":["q"],"properties":{"q":{"type":"string"}}}}]"#;
         assert_eq!(bytes, format!(r#"{{"model":"c","max_tokens":8192,"messages":[],{tools},"stream":true}}"#));
     }
@@ -391,9 +453,13 @@ mod tests {
         ];
         for request in &requests {
             for params in [&ModelParams::default(), &overlapping, &no_thinking, &small] {
-                let typed = serde_json::to_string(&body("claude-x", request, params)).unwrap();
                 let tree = serde_json::to_string(&value_body("claude-x", request, params)).unwrap();
-                assert_eq!(typed, tree);
+                let encoded = tools(&request.tools).unwrap();
+                let encoded = Some(&*encoded).filter(|_| !request.tools.is_empty());
+                for encoded in [None, encoded] {
+                    let typed = serde_json::to_string(&body("claude-x", request, params, encoded)).unwrap();
+                    assert_eq!(typed, tree);
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use self::decode::ChatDecoder;
 use self::request::MaxTokensField;
 use crate::error::ModelError;
+use crate::http::body::EncodedTools;
 use crate::http::{self, HttpConfig};
 use crate::presets::ProviderKind;
 use crate::provider::{ModelProvider, ModelStream, ProviderInfo};
@@ -22,13 +23,15 @@ pub struct OpenAiProvider {
     kind: ProviderKind,
     config: HttpConfig,
     client: reqwest::Client,
+    /// The tools array of the last request, kept while its list is the one requests bring.
+    tools: EncodedTools,
 }
 
 impl OpenAiProvider {
     /// `kind` is `xai`, `openai` or `openai-compatible`; it decides the output-limit field.
     pub fn new(kind: ProviderKind, config: HttpConfig) -> Result<Self, ModelError> {
         let client = http::client(&config.timeouts)?;
-        Ok(Self { kind, config, client })
+        Ok(Self { kind, config, client, tools: EncodedTools::default() })
     }
 
     fn max_tokens_field(&self) -> MaxTokensField {
@@ -50,7 +53,8 @@ impl ModelProvider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
         let params = request.params.or(&self.config.params);
-        let body = request::body(&self.config.model, &request, &params, self.max_tokens_field());
+        let tools = self.tools.get(&request.tools, request::tools);
+        let body = request::body(&self.config.model, &request, &params, self.max_tokens_field(), tools.as_deref());
         let mut builder = self
             .client
             .post(http::endpoint(&self.config.base_url, "chat/completions"))

@@ -4,8 +4,10 @@
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::http::body::Object;
+use crate::messages::WireFormat;
 use crate::types::{Message, ModelParams, ModelRequest, ToolCall, ToolSpec};
 
 /// Keys the body builder owns; `params.extra` cannot replace them.
@@ -19,18 +21,22 @@ pub enum MaxTokensField {
     MaxTokens,
 }
 
-/// The body: serialize it (`reqwest`'s `json`, `serde_json::to_vec`).
+/// The body: serialize it (`reqwest`'s `json`, `serde_json::to_vec`). `encoded`: the request's
+/// tools array as [`tools`] writes it, when the caller keeps it (written as it is).
 pub(crate) fn body<'a>(
     model: &'a str,
     request: &'a ModelRequest,
     params: &'a ModelParams,
     max_field: MaxTokensField,
+    encoded: Option<&'a RawValue>,
 ) -> Object<'a, Field<'a>> {
     let mut fields = Vec::with_capacity(9);
     fields.push(("model", Field::Str(model)));
     fields.push(("messages", Field::Messages(request)));
-    if !request.tools.is_empty() {
-        fields.push(("tools", Field::Tools(&request.tools)));
+    match encoded {
+        Some(tools) => fields.push(("tools", Field::Encoded(tools))),
+        None if !request.tools.is_empty() => fields.push(("tools", Field::Tools(&request.tools))),
+        None => {}
     }
     fields.push(("stream", Field::True));
     fields.push(("stream_options", Field::IncludeUsage));
@@ -65,6 +71,24 @@ pub(crate) enum Field<'a> {
     /// The system prompt, then the conversation.
     Messages(&'a ModelRequest),
     Tools(&'a [ToolSpec]),
+    /// The tools array, already encoded by [`tools`].
+    Encoded(&'a RawValue),
+}
+
+/// The `tools` array of `specs`, encoded (see [`crate::http::body::EncodedTools`]).
+pub(crate) fn tools(specs: &[ToolSpec]) -> serde_json::Result<Box<RawValue>> {
+    serde_json::value::to_raw_value(&Tools(specs))
+}
+
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|spec| Tool {
+            kind: "function",
+            function: Function { name: &spec.name, description: &spec.description, parameters: &spec.input_schema },
+        }))
+    }
 }
 
 impl Serialize for Field<'_> {
@@ -80,18 +104,35 @@ impl Serialize for Field<'_> {
                 map.end()
             }
             Field::Messages(request) => {
-                let system = request.system.as_deref().map(Wire::System);
-                serializer.collect_seq(system.into_iter().chain(request.messages.iter().map(Wire::Message)))
+                let system = request.system.as_deref().map(|system| Entry::Wire(Wire::System(system)));
+                let messages = request.messages.encoded(&WIRE).map(|(message, parts)| match parts {
+                    Some([whole]) => Entry::Kept(whole),
+                    _ => Entry::Wire(Wire::Message(message)),
+                });
+                serializer.collect_seq(system.into_iter().chain(messages))
             }
-            Field::Tools(tools) => serializer.collect_seq(tools.iter().map(|spec| Tool {
-                kind: "function",
-                function: Function { name: &spec.name, description: &spec.description, parameters: &spec.input_schema },
-            })),
+            Field::Tools(specs) => Tools(specs).serialize(serializer),
+            Field::Encoded(tools) => tools.serialize(serializer),
         }
     }
 }
 
-/// One entry of `messages`.
+/// A message as one entry of `messages`, kept with it (see [`crate::Messages::encoded`]).
+static WIRE: WireFormat = WireFormat { name: "openai-chat", encode: encode_message };
+
+fn encode_message(message: &Message) -> Option<Vec<Box<RawValue>>> {
+    serde_json::value::to_raw_value(&Wire::Message(message)).ok().map(|whole| vec![whole])
+}
+
+/// One entry of `messages`: encoded now, or kept from an earlier request.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry<'a> {
+    Wire(Wire<'a>),
+    Kept(&'a RawValue),
+}
+
+/// One entry of `messages`, encoded now.
 enum Wire<'a> {
     System(&'a str),
     Message(&'a Message),
@@ -204,7 +245,7 @@ mod tests {
         let mut params = ModelParams { effort: Some(Effort::High), max_tokens: Some(100), ..Default::default() };
         params.extra.insert("stream".into(), json!(false));
         params.extra.insert("seed".into(), json!(7));
-        let body = to_value(body("m", &request, &params, MaxTokensField::MaxCompletionTokens));
+        let body = to_value(body("m", &request, &params, MaxTokensField::MaxCompletionTokens, None));
         assert_eq!(body["stream"], json!(true));
         assert_eq!(body["seed"], json!(7));
         assert_eq!(body["reasoning_effort"], json!("high"));
@@ -233,8 +274,12 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let bytes =
-            serde_json::to_string(&body("m", &request, &ModelParams::default(), MaxTokensField::MaxTokens)).unwrap();
+        let encoded = tools(&request.tools).unwrap();
+        let [bytes, from_encoded] = [None, Some(&*encoded)].map(|encoded| {
+            serde_json::to_string(&body("m", &request, &ModelParams::default(), MaxTokensField::MaxTokens, encoded))
+                .unwrap()
+        });
+        assert_eq!(from_encoded, bytes);
         let tools = r#""tools":[{"type":"function","function":{"name":"search","description":"Finds \"things\" — fast","parameters":{"type":"object","required":["q"],"properties":{"q":{"type":"string"},"limit":{"type":"integer","minimum":1}}}}},{"type":"function","function":{"name":"add","description":"adds","parameters":{"type":"object"}}}]"#;
         assert_eq!(
             bytes,
@@ -342,9 +387,13 @@ mod tests {
         for request in &requests {
             for params in [&ModelParams::default(), &overlapping, &extra_only] {
                 for field in [MaxTokensField::MaxTokens, MaxTokensField::MaxCompletionTokens] {
-                    let typed = serde_json::to_string(&body("m", request, params, field)).unwrap();
                     let tree = serde_json::to_string(&value_body("m", request, params, field)).unwrap();
-                    assert_eq!(typed, tree);
+                    let encoded = tools(&request.tools).unwrap();
+                    let encoded = Some(&*encoded).filter(|_| !request.tools.is_empty());
+                    for encoded in [None, encoded] {
+                        let typed = serde_json::to_string(&body("m", request, params, field, encoded)).unwrap();
+                        assert_eq!(typed, tree);
+                    }
                 }
             }
         }
