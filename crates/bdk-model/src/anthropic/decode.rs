@@ -1,8 +1,10 @@
 //! Decodes Anthropic Messages stream events (`message_start`, `content_block_*`,
 //! `message_delta`, `message_stop`, `ping`, `error`) into [`ModelEvent`]s.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::ModelError;
@@ -36,6 +38,65 @@ impl Decoder for MessagesDecoder {
         if event.data.trim().is_empty() {
             return Ok(());
         }
+        if let Ok(text) = serde_json::from_str::<TextEvent<'_>>(&event.data)
+            && let Some(delta) = text.delta()
+        {
+            out.extend(delta);
+            return Ok(());
+        }
+        self.value_event(event, out)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        self.end_message(out)
+    }
+}
+
+/// The event almost every event of a stream is, a text or thinking delta, read without
+/// building a `Value` tree (strings borrowed from the event unless escaped). An event of any
+/// other kind or shape fails this parse or is passed over, and is read as a `Value`
+/// ([`MessagesDecoder::value_event`]); what this one accepts, both read the same way.
+#[derive(Deserialize)]
+struct TextEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    delta: TextDelta<'a>,
+}
+
+#[derive(Deserialize)]
+struct TextDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    thinking: Option<Cow<'a, str>>,
+}
+
+impl TextEvent<'_> {
+    /// What a text or thinking delta adds (nothing when its text is empty); `None` for any
+    /// other event.
+    fn delta(self) -> Option<Option<ModelEvent>> {
+        if self.kind != "content_block_delta" {
+            return None;
+        }
+        let text = |text: Option<Cow<'_, str>>| text.filter(|t| !t.is_empty()).map(Cow::into_owned);
+        match &*self.delta.kind {
+            "text_delta" => Some(text(self.delta.text).map(|text| ModelEvent::TextDelta { text })),
+            "thinking_delta" => Some(text(self.delta.thinking).map(|text| ModelEvent::ReasoningDelta { text })),
+            _ => None,
+        }
+    }
+}
+
+impl MessagesDecoder {
+    /// Any event, read as a `Value`.
+    fn value_event(&mut self, event: SseEvent, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         let data: Value = serde_json::from_str(&event.data).map_err(|e| ModelError::MalformedStream {
             message: format!("an event is not JSON ({e}): {}", event.data.chars().take(200).collect::<String>()),
         })?;
@@ -59,11 +120,7 @@ impl Decoder for MessagesDecoder {
         Ok(())
     }
 
-    fn is_done(&self) -> bool {
-        self.done
-    }
-
-    fn end(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+    fn end_message(&mut self, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         let reason = match self.stop.take() {
             Some(reason) => reason,
             None if self.done && self.emitted_calls => FinishReason::ToolCalls,
@@ -184,5 +241,68 @@ fn stop_reason(reason: &str) -> FinishReason {
         "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "refusal" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one event makes of a decoder with a text and a tool block open: its events, or its
+    /// error.
+    fn one(
+        data: &str,
+        read: fn(&mut MessagesDecoder, SseEvent, &mut VecDeque<ModelEvent>) -> Result<(), ModelError>,
+    ) -> String {
+        let mut decoder = MessagesDecoder::default();
+        let mut out = VecDeque::new();
+        for start in [
+            r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+            r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"x","input":{}}}"#,
+        ] {
+            decoder.value_event(SseEvent { event: None, data: start.to_owned() }, &mut out).unwrap();
+        }
+        let event = SseEvent { event: Some("content_block_delta".into()), data: data.to_owned() };
+        match read(&mut decoder, event, &mut out) {
+            Ok(()) => {
+                let blocks: std::collections::BTreeMap<_, _> = decoder.blocks.iter().collect();
+                format!("{out:?} {blocks:?} {:?}", decoder.stop)
+            }
+            Err(error) => format!("error {}", error.code()),
+        }
+    }
+
+    /// Every event reads the same through the typed delta path (when it takes the event) as
+    /// through the `Value` tree, odd shapes included.
+    #[test]
+    fn the_text_path_reads_what_the_value_path_reads() {
+        let events = [
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\"esc\" \u00e9\n"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":""}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+            r#"{"type":"content_block_delta","index":"x","delta":{"type":"text_delta","text":"i"}}"#,
+            r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":"no index"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":7}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}"#,
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"new_delta","text":"t"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":null}"#,
+            r#"{"index":0,"delta":{"type":"text_delta","text":"named by the event"}}"#,
+            r#"{"type":"message_delta","delta":{"type":"text_delta","text":"t","stop_reason":"end_turn"},"usage":{"output_tokens":3}}"#,
+            r#"{"type":"ping"}"#,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#,
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}"#,
+        ];
+        let mut taken = 0;
+        for data in events {
+            assert_eq!(one(data, MessagesDecoder::event), one(data, MessagesDecoder::value_event), "{data}");
+            taken += usize::from(serde_json::from_str::<TextEvent<'_>>(data).is_ok_and(|e| e.delta().is_some()));
+        }
+        // The typed path took the text and thinking deltas, not only the fallback.
+        assert_eq!(taken, 7);
     }
 }

@@ -1,7 +1,11 @@
 //! Decodes Chat Completions stream chunks into [`ModelEvent`]s, assembling tool calls from
 //! index-keyed argument fragments.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use serde_json::Value;
 
@@ -38,26 +42,12 @@ impl Decoder for ChatDecoder {
         if data.is_empty() {
             return Ok(());
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| ModelError::MalformedStream {
-            message: format!("a chunk is not JSON ({e}): {}", data.chars().take(200).collect::<String>()),
-        })?;
-        if chunk.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(errors::from_stream_payload(&chunk));
+        if let Ok(chunk) = serde_json::from_str::<TextChunk<'_>>(data)
+            && chunk.is_text()
+        {
+            return self.text_chunk(chunk, out);
         }
-        // Only the first choice: BDK never asks for more than one.
-        if let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
-            if let Some(delta) = choice.get("delta") {
-                self.delta(delta, out)?;
-            }
-            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                self.flush_calls(out)?;
-                self.finish = Some(finish_reason(reason));
-            }
-        }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            out.push_back(ModelEvent::Usage { usage: parse_usage(usage) });
-        }
-        Ok(())
+        self.value_chunk(data, out)
     }
 
     fn is_done(&self) -> bool {
@@ -84,6 +74,91 @@ impl Decoder for ChatDecoder {
 }
 
 impl ChatDecoder {
+    /// Any chunk, read as a `Value`.
+    fn value_chunk(&mut self, data: &str, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        let chunk: Value = serde_json::from_str(data).map_err(|e| ModelError::MalformedStream {
+            message: format!("a chunk is not JSON ({e}): {}", data.chars().take(200).collect::<String>()),
+        })?;
+        if chunk.get("error").is_some_and(|e| !e.is_null()) {
+            return Err(errors::from_stream_payload(&chunk));
+        }
+        // Only the first choice: BDK never asks for more than one.
+        if let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+            if let Some(delta) = choice.get("delta") {
+                self.delta(delta, out)?;
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.flush_calls(out)?;
+                self.finish = Some(finish_reason(reason));
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            out.push_back(ModelEvent::Usage { usage: parse_usage(usage) });
+        }
+        Ok(())
+    }
+}
+
+/// The chunk almost every event of a stream is: text or reasoning deltas and a finish reason,
+/// read without building a `Value` tree (strings borrowed from the event unless escaped). A
+/// chunk of any other shape (tool calls, usage, an error, an unexpected type anywhere) fails
+/// this parse or is passed over, and is read as a `Value` ([`ChatDecoder::event`]); what this
+/// one accepts, both read the same way.
+#[derive(Deserialize)]
+struct TextChunk<'a> {
+    #[serde(borrow)]
+    choices: Vec<TextChoice<'a>>,
+    error: Option<IgnoredAny>,
+    usage: Option<IgnoredAny>,
+}
+
+impl TextChunk<'_> {
+    /// No error, no usage, and no tool calls in the choice that is read.
+    fn is_text(&self) -> bool {
+        let calls = self.choices.first().and_then(|c| c.delta.as_ref()).is_some_and(|d| d.tool_calls.is_some());
+        self.error.is_none() && self.usage.is_none() && !calls
+    }
+}
+
+#[derive(Deserialize)]
+struct TextChoice<'a> {
+    #[serde(borrow)]
+    delta: Option<TextDelta<'a>>,
+    #[serde(borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct TextDelta<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    tool_calls: Option<IgnoredAny>,
+}
+
+impl ChatDecoder {
+    /// A [`TextChunk`]: the same as [`ChatDecoder::delta`] and the finish of `event` for it.
+    fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
+        let Some(choice) = chunk.choices.into_iter().next() else { return Ok(()) };
+        if let Some(delta) = choice.delta {
+            let text = |text: Option<Cow<'_, str>>| text.filter(|t| !t.is_empty()).map(Cow::into_owned);
+            if let Some(reasoning) = text(delta.reasoning_content).or_else(|| text(delta.reasoning)) {
+                out.push_back(ModelEvent::ReasoningDelta { text: reasoning });
+            }
+            if let Some(content) = text(delta.content) {
+                out.push_back(ModelEvent::TextDelta { text: content });
+            }
+        }
+        if let Some(reason) = choice.finish_reason {
+            self.flush_calls(out)?;
+            self.finish = Some(finish_reason(&reason));
+        }
+        Ok(())
+    }
+
     fn delta(&mut self, delta: &Value, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         let text = |key: &str| delta.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
         // vLLM, DeepSeek and xAI say `reasoning_content`; OpenRouter and Ollama say `reasoning`.
@@ -219,5 +294,61 @@ mod tests {
         assert_eq!(err.code(), "malformed_stream");
         let events = decode(&[r#"{"choices":[{"delta":{"content":"hi"}}]}"#, "[DONE]"]).unwrap();
         assert_eq!(events.last(), Some(&ModelEvent::Finish { reason: FinishReason::Stop }));
+    }
+
+    /// What one chunk makes of a decoder that has a call under way: its events, or its error.
+    fn one(
+        chunk: &str,
+        read: fn(&mut ChatDecoder, &str, &mut VecDeque<ModelEvent>) -> Result<(), ModelError>,
+    ) -> String {
+        let mut decoder = ChatDecoder::default();
+        let mut out = VecDeque::new();
+        let call = r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"x"}}]}}]}"#;
+        decoder.value_chunk(call, &mut out).unwrap();
+        match read(&mut decoder, chunk, &mut out) {
+            Ok(()) => format!("{:?} {:?}", out, decoder.finish),
+            Err(error) => format!("error {}", error.code()),
+        }
+    }
+
+    /// Every chunk reads the same through the typed text path (when it takes the chunk) as
+    /// through the `Value` tree, odd shapes included.
+    #[test]
+    fn the_text_path_reads_what_the_value_path_reads() {
+        let chunks = [
+            r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"content":"esc \"aped\" \u00e9\n"}}]}"#,
+            r#"{"choices":[{"delta":{"content":""}}]}"#,
+            r#"{"choices":[{"delta":{"content":null,"reasoning_content":"think"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"why"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"a","reasoning":"b","content":"c"}}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"delta":{},"finish_reason":""}]}"#,
+            r#"{"choices":[{"delta":null,"finish_reason":"length"}]}"#,
+            r#"{"choices":[{"finish_reason":"weird"}]}"#,
+            r#"{"choices":[{"delta":{"content":7}}]}"#,
+            r#"{"choices":[{"delta":"text"}]}"#,
+            r#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"a"}},{"delta":7}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":null,"content":"t"}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+            r#"{"choices":[{"delta":{"content":"u"}}],"usage":null,"error":null}"#,
+            r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
+            r#"{"choices":{"delta":{"content":"x"}}}"#,
+            r#"{"nothing":true}"#,
+            r#"[1,2]"#,
+            r#"{"choices":[{"delta":{"content":"x"}}"#,
+        ];
+        let mut taken = 0;
+        for chunk in chunks {
+            let typed =
+                one(chunk, |decoder, data, out| decoder.event(SseEvent { event: None, data: data.to_owned() }, out));
+            assert_eq!(typed, one(chunk, ChatDecoder::value_chunk), "{chunk}");
+            taken += usize::from(serde_json::from_str::<TextChunk<'_>>(chunk).is_ok_and(|c| c.is_text()));
+        }
+        // The typed path took the text chunks, not only the fallback.
+        assert_eq!(taken, 13);
     }
 }
