@@ -8,7 +8,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::http::body::Object;
+use crate::http::body::{Object, ToolArray};
 use crate::messages::{Messages, WireFormat};
 use crate::types::{Effort, Message, ModelParams, ModelRequest, ToolSpec};
 
@@ -90,19 +90,11 @@ pub(crate) enum Field<'a> {
 
 /// The `tools` array of `specs`, encoded (see [`crate::http::body::EncodedTools`]).
 pub(crate) fn tools(specs: &[ToolSpec]) -> serde_json::Result<Box<RawValue>> {
-    serde_json::value::to_raw_value(&Tools(specs))
+    serde_json::value::to_raw_value(&ToolArray(specs, tool))
 }
 
-struct Tools<'a>(&'a [ToolSpec]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|spec| Tool {
-            name: &spec.name,
-            description: &spec.description,
-            input_schema: &spec.input_schema,
-        }))
-    }
+fn tool(spec: &ToolSpec) -> Tool<'_> {
+    Tool { name: &spec.name, description: &spec.description, input_schema: &spec.input_schema }
 }
 
 impl Serialize for Field<'_> {
@@ -120,7 +112,7 @@ impl Serialize for Field<'_> {
             }
             Field::Messages(messages) => serializer
                 .collect_seq(messages.iter().map(|(role, content)| WireMessage { role, content: content.as_slice() })),
-            Field::Tools(specs) => Tools(specs).serialize(serializer),
+            Field::Tools(specs) => ToolArray(specs, tool).serialize(serializer),
             Field::Encoded(tools) => tools.serialize(serializer),
         }
     }

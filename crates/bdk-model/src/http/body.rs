@@ -52,6 +52,15 @@ impl<F: Serialize> Serialize for Object<'_, F> {
     }
 }
 
+/// A tools array, each tool written as the provider's `entry` makes it.
+pub(crate) struct ToolArray<'a, T>(pub &'a [ToolSpec], pub fn(&'a ToolSpec) -> T);
+
+impl<'a, T: Serialize> Serialize for ToolArray<'a, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(self.1))
+    }
+}
+
 /// A provider's tools array as it last sent it, encoded once per tool list.
 ///
 /// The engine builds one `Arc<[ToolSpec]>` per definitions snapshot and every step of every

@@ -6,7 +6,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::http::body::Object;
+use crate::http::body::{Object, ToolArray};
 use crate::messages::WireFormat;
 use crate::types::{Message, ModelParams, ModelRequest, ToolCall, ToolSpec};
 
@@ -77,17 +77,13 @@ pub(crate) enum Field<'a> {
 
 /// The `tools` array of `specs`, encoded (see [`crate::http::body::EncodedTools`]).
 pub(crate) fn tools(specs: &[ToolSpec]) -> serde_json::Result<Box<RawValue>> {
-    serde_json::value::to_raw_value(&Tools(specs))
+    serde_json::value::to_raw_value(&ToolArray(specs, tool))
 }
 
-struct Tools<'a>(&'a [ToolSpec]);
-
-impl Serialize for Tools<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|spec| Tool {
-            kind: "function",
-            function: Function { name: &spec.name, description: &spec.description, parameters: &spec.input_schema },
-        }))
+fn tool(spec: &ToolSpec) -> Tool<'_> {
+    Tool {
+        kind: "function",
+        function: Function { name: &spec.name, description: &spec.description, parameters: &spec.input_schema },
     }
 }
 
@@ -111,7 +107,7 @@ impl Serialize for Field<'_> {
                 });
                 serializer.collect_seq(system.into_iter().chain(messages))
             }
-            Field::Tools(specs) => Tools(specs).serialize(serializer),
+            Field::Tools(specs) => ToolArray(specs, tool).serialize(serializer),
             Field::Encoded(tools) => tools.serialize(serializer),
         }
     }
