@@ -127,9 +127,8 @@ EOF
 # The dumps, in order: callgrind.<pid>.1, .2
 totals=()
 for n in 1 2; do
-    for dump in "$work/callgrind.$server.$n"; do
-        [ -f "$dump" ] && totals+=("$(sed -n 's/^summary: //p; s/^totals: //p' "$dump" | head -1)")
-    done
+    dump=$work/callgrind.$server.$n
+    [ -f "$dump" ] && totals+=("$(sed -n 's/^summary: //p; s/^totals: //p' "$dump" | head -1)")
 done
 if [ "$kind" = growth ]; then
     first=$((totals[0] / 20)) late=$((totals[1] / 20))

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::error::ModelError;
 use crate::http::errors;
 use crate::http::sse::SseEvent;
-use crate::http::stream::Decoder;
+use crate::http::stream::{Decoder, delta_text};
 use crate::types::{FinishReason, ModelEvent, ToolCall, Usage};
 
 /// A content block still streaming.
@@ -85,10 +85,9 @@ impl TextEvent<'_> {
         if self.kind != "content_block_delta" {
             return None;
         }
-        let text = |text: Option<Cow<'_, str>>| text.filter(|t| !t.is_empty()).map(Cow::into_owned);
         match &*self.delta.kind {
-            "text_delta" => Some(text(self.delta.text).map(|text| ModelEvent::TextDelta { text })),
-            "thinking_delta" => Some(text(self.delta.thinking).map(|text| ModelEvent::ReasoningDelta { text })),
+            "text_delta" => Some(delta_text(self.delta.text).map(|text| ModelEvent::TextDelta { text })),
+            "thinking_delta" => Some(delta_text(self.delta.thinking).map(|text| ModelEvent::ReasoningDelta { text })),
             _ => None,
         }
     }

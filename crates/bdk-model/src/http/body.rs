@@ -61,6 +61,9 @@ impl<'a, T: Serialize> Serialize for ToolArray<'a, T> {
     }
 }
 
+/// A provider's encoding of a tools array.
+pub(crate) type Encode = fn(&[ToolSpec]) -> serde_json::Result<Box<RawValue>>;
+
 /// A provider's tools array as it last sent it, encoded once per tool list.
 ///
 /// The engine builds one `Arc<[ToolSpec]>` per definitions snapshot and every step of every
@@ -68,9 +71,6 @@ impl<'a, T: Serialize> Serialize for ToolArray<'a, T> {
 /// handle of the list they were made from and made again only when a request brings another
 /// list. The weak handle keeps the list's allocation (not its contents), so no other list can
 /// come to live at its address while the bytes are kept.
-/// A provider's encoding of a tools array.
-pub(crate) type Encode = fn(&[ToolSpec]) -> serde_json::Result<Box<RawValue>>;
-
 #[derive(Debug, Default)]
 pub(crate) struct EncodedTools {
     last: Mutex<Option<Kept>>,

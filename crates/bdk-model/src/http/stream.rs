@@ -18,6 +18,11 @@ use crate::provider::ModelStream;
 use crate::types::ModelEvent;
 
 /// A provider's stream format.
+/// A text delta read from an event, owned; `None` when absent or empty (no event is made of it).
+pub(crate) fn delta_text(text: Option<std::borrow::Cow<'_, str>>) -> Option<String> {
+    text.filter(|t| !t.is_empty()).map(std::borrow::Cow::into_owned)
+}
+
 pub(crate) trait Decoder: Send + 'static {
     /// Decodes one SSE event into zero or more model events.
     fn event(&mut self, event: SseEvent, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError>;

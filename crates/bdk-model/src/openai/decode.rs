@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::ModelError;
 use crate::http::errors;
 use crate::http::sse::SseEvent;
-use crate::http::stream::Decoder;
+use crate::http::stream::{Decoder, delta_text};
 use crate::types::{FinishReason, ModelEvent, ToolCall, Usage};
 
 /// A tool call still receiving fragments.
@@ -144,11 +144,10 @@ impl ChatDecoder {
     fn text_chunk(&mut self, chunk: TextChunk<'_>, out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
         let Some(choice) = chunk.choices.into_iter().next() else { return Ok(()) };
         if let Some(delta) = choice.delta {
-            let text = |text: Option<Cow<'_, str>>| text.filter(|t| !t.is_empty()).map(Cow::into_owned);
-            if let Some(reasoning) = text(delta.reasoning_content).or_else(|| text(delta.reasoning)) {
+            if let Some(reasoning) = delta_text(delta.reasoning_content).or_else(|| delta_text(delta.reasoning)) {
                 out.push_back(ModelEvent::ReasoningDelta { text: reasoning });
             }
-            if let Some(content) = text(delta.content) {
+            if let Some(content) = delta_text(delta.content) {
                 out.push_back(ModelEvent::TextDelta { text: content });
             }
         }
