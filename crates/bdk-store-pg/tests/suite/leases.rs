@@ -2,7 +2,8 @@
 //! claims race), a dead holder's lease expires and is claimed by another, a stale release leaves
 //! a newer holding alone, and a forwarded command is answered by the replica it was sent to (or
 //! fails fast when that replica holds nothing). Running-turn slots are counted for every
-//! replica, queue in one order, and come free when their holder dies; a replica shutting down
+//! replica, queue in one order, and come free when their holder dies; a claim with a slot free
+//! is one short statement that passes no waiter; a replica shutting down
 //! releases all its leases at once. Every wait has a timeout.
 
 use std::sync::Arc;
@@ -159,6 +160,62 @@ async fn turn_slots_are_counted_across_replicas_and_freed_when_their_holder_dies
     b.release_slot(&ids[2], "t2").await.unwrap();
     c.release_slot(&ids[3], "t3").await.unwrap();
     assert_eq!(b.claim_slot(&ids[2], "t4", 1).await.unwrap(), SlotClaim::Running);
+}
+
+/// The common claim, a slot free, is one statement besides the lock and the transaction's ends
+/// (counted on the wire); one that must wait asks in full. Neither passes a waiter, and
+/// the short one counts a dead replica's rows as taken (the full one drops them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_a_slot_free_is_one_short_statement_that_passes_no_waiter() {
+    let Some(db) = postgres::fresh("leases_short_claim").await else { return };
+    // A long lease: no heartbeat renews it on the one connection while the claims are counted.
+    let counted =
+        PgOptions { session_lease: Duration::from_secs(600), pool_size: 1, count_round_trips: true, ..options(&db) };
+    let database = PgDatabase::connect(db.base_url(), &counted).await.unwrap();
+    let a = PgStore::new(database.clone(), "agent", std::env::temp_dir().join("bdk-pg-leases-unused"));
+    let ids: Vec<SessionId> = (0..4).map(|_| SessionId::generate()).collect();
+    for id in &ids {
+        assert!(matches!(a.acquire(id).await.unwrap(), Claim::Held { .. }));
+    }
+    // Prepares every statement of both kinds of claim on the one connection.
+    assert_eq!(a.claim_slot(&ids[0], "warm", 1).await.unwrap(), SlotClaim::Running);
+    assert_eq!(a.claim_slot(&ids[1], "warm", 1).await.unwrap(), SlotClaim::Queued { position: 1 });
+    a.release_slot(&ids[0], "warm").await.unwrap();
+    a.release_slot(&ids[1], "warm").await.unwrap();
+
+    let claim = async |id: &SessionId, turn: &str, max: u32| {
+        let before = database.round_trips();
+        let claimed = a.claim_slot(id, turn, max).await.unwrap();
+        let after = database.round_trips();
+        (claimed, after.statements - before.statements)
+    };
+    // BEGIN (with its SET LOCALs), the lock, the insert, COMMIT: pipelined.
+    assert_eq!(claim(&ids[0], "t0", 2).await, (SlotClaim::Running, 4));
+    assert_eq!(claim(&ids[1], "t1", 2).await.0, SlotClaim::Running);
+    // Full: the short claim, then BEGIN, the lock, four statements and COMMIT.
+    assert_eq!(claim(&ids[2], "t2", 2).await, (SlotClaim::Queued { position: 1 }, 11));
+
+    // A slot given back while t2 waits: the rows (t1 running, t2 waiting) fill both slots, so
+    // a newcomer queues behind t2, which runs when it asks again.
+    a.release_slot(&ids[0], "t0").await.unwrap();
+    assert_eq!(claim(&ids[3], "t3", 2).await.0, SlotClaim::Queued { position: 1 });
+    assert_eq!(claim(&ids[2], "t2", 2).await.0, SlotClaim::Running);
+
+    // A dead replica's row (its lease gone) counts until a full claim drops it.
+    for (session, turn) in [(&ids[1], "t1"), (&ids[2], "t2"), (&ids[3], "t3")] {
+        a.release_slot(session, turn).await.unwrap();
+    }
+    db.execute(
+        "INSERT INTO bdk_turn_slots (agent, session_id, turn_id, replica, running) \
+         VALUES ('agent', 'ses_gone', 't', 'r-dead', true)",
+    )
+    .await;
+    assert_eq!(claim(&ids[0], "t4", 1).await, (SlotClaim::Running, 11));
+    let (raw, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let rows =
+        raw.query_one("SELECT count(*), count(*) FILTER (WHERE running) FROM bdk_turn_slots", &[]).await.unwrap();
+    assert_eq!((rows.get::<_, i64>(0), rows.get::<_, i64>(1)), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
