@@ -14,6 +14,7 @@
 #
 # Each kind runs 20 turns first (not counted), then TURNS more (default 100), against the serve
 # benchmark's OpenAI-compatible stub. Needs valgrind and python3; state goes to a temp dir.
+# With KEEP_CALLGRIND=DIR the counted dumps are copied there, for `callgrind_annotate`.
 set -euo pipefail
 bdk=$(realpath "${1:?usage: $0 BDK [new|follow|tool|growth] [TURNS]}")
 kind=${2:-new}
@@ -128,7 +129,9 @@ EOF
 totals=()
 for n in 1 2; do
     dump=$work/callgrind.$server.$n
-    [ -f "$dump" ] && totals+=("$(sed -n 's/^summary: //p; s/^totals: //p' "$dump" | head -1)")
+    [ -f "$dump" ] || continue
+    totals+=("$(sed -n 's/^summary: //p; s/^totals: //p' "$dump" | head -1)")
+    [ -n "${KEEP_CALLGRIND:-}" ] && mkdir -p "$KEEP_CALLGRIND" && cp "$dump" "$KEEP_CALLGRIND/$kind.$n"
 done
 if [ "$kind" = growth ]; then
     first=$((totals[0] / 20)) late=$((totals[1] / 20))
