@@ -137,6 +137,14 @@ struct Running {
 }
 
 #[derive(Debug)]
+/// What a session just created seeds its actor with: its record, and the session's lease when
+/// it was claimed beside the record's creation.
+#[derive(Clone)]
+pub(crate) struct Seed {
+    pub record: SessionRecord,
+    pub lease: Option<String>,
+}
+
 pub(crate) struct Actor {
     core: Arc<Core>,
     id: SessionId,
@@ -174,11 +182,12 @@ impl Actor {
     pub fn new(
         core: Arc<Core>,
         id: SessionId,
-        record: Option<SessionRecord>,
+        seed: Option<Seed>,
         busy: Arc<AtomicBool>,
         owner: Arc<OnceLock<String>>,
     ) -> Self {
         let cancel = core.root.child_token();
+        let (record, lease) = seed.map_or((None, None), |seed| (Some(seed.record), seed.lease));
         if let Some(record) = &record {
             let _ = owner.set(record.principal.clone());
         }
@@ -195,7 +204,7 @@ impl Actor {
             busy,
             owner,
             trace: None,
-            lease: None,
+            lease,
             elsewhere: None,
             unwritten: None,
             checked_leftovers: false,

@@ -1,7 +1,8 @@
 //! What a plain text turn costs the disk, counted through the store's own sync counters (not
 //! timed): a new session and a follow-up each make a fixed, small number of durable syncs,
-//! a session whose turns call no tool never gets a workspace folder, and a turn reads nothing
-//! back from the log that its session's actor already folded.
+//! a session whose turns call no tool never gets a workspace folder, a turn reads nothing
+//! back from the log that its session's actor already folded, and on a database a new
+//! session's lease is claimed while its record is written, not after.
 
 use std::sync::Arc;
 
@@ -178,4 +179,82 @@ async fn waiting(stream: &mut bdk_store::EventStream) {
             return;
         }
     }
+}
+
+/// A session store whose `create` waits, up to a bound, until the new session's lease is held:
+/// it returns at once when the lease is claimed at the same time, and late when the lease is
+/// claimed only after the record is written.
+#[derive(Debug)]
+struct CreateAwaitsLease {
+    inner: Arc<dyn SessionStore>,
+    leases: Arc<dyn bdk_store::SessionLeases>,
+    held_before_written: std::sync::Mutex<Vec<bool>>,
+}
+
+impl SessionStore for CreateAwaitsLease {
+    fn create(&self, record: bdk_store::SessionRecord) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+        Box::pin(async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            let held = loop {
+                if self.leases.holder(&record.id).await?.is_some() {
+                    break true;
+                }
+                if std::time::Instant::now() > deadline {
+                    break false;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            };
+            self.held_before_written.lock().unwrap().push(held);
+            self.inner.create(record).await
+        })
+    }
+    fn get<'a>(
+        &'a self,
+        id: &'a bdk_protocol::SessionId,
+    ) -> futures_util::future::BoxFuture<'a, bdk_store::Result<Option<bdk_store::SessionRecord>>> {
+        self.inner.get(id)
+    }
+    fn update(&self, record: bdk_store::SessionRecord) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+        self.inner.update(record)
+    }
+    fn update_derived(
+        &self,
+        record: bdk_store::SessionRecord,
+    ) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+        self.inner.update_derived(record)
+    }
+    fn list(&self) -> futures_util::future::BoxFuture<'_, bdk_store::Result<Vec<bdk_store::SessionRecord>>> {
+        self.inner.list()
+    }
+    fn delete<'a>(
+        &'a self,
+        id: &'a bdk_protocol::SessionId,
+    ) -> futures_util::future::BoxFuture<'a, bdk_store::Result<bool>> {
+        self.inner.delete(id)
+    }
+}
+
+/// On a database, a new session's lease is claimed beside its record: the two writes need
+/// nothing from each other, and claimed after it (by the session's actor) the lease cost the
+/// first message a round trip more.
+#[tokio::test]
+async fn a_new_sessions_lease_is_claimed_while_its_record_is_written() {
+    let fx = Fixture::echo().await;
+    // Session leases are the database's; the filesystem pass has none (it runs in the
+    // PostgreSQL pass, which `.ci/run` makes, or reports loudly that it cannot).
+    let Some(leases) = fx.backend.leases() else { return };
+    let mut stores = fx.backend.stores();
+    let awaiting = Arc::new(CreateAwaitsLease {
+        inner: stores.sessions.clone(),
+        leases: leases.clone(),
+        held_before_written: std::sync::Mutex::default(),
+    });
+    stores.sessions = awaiting.clone();
+    let options = bdk_engine::EngineOptions { leases: Some(leases.clone()), ..Default::default() };
+    let engine = Engine::with_options(config(), stores, Arc::new(ScriptedProvider::echo()), fx.tools.clone(), options);
+    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    assert_eq!(*awaiting.held_before_written.lock().unwrap(), [true]);
+    let mut stream = within(engine.follow(&started.session_id, &alice(), 0)).await.unwrap();
+    waiting(&mut stream).await;
+    assert!(within(leases.holder(&started.session_id)).await.unwrap().is_some());
 }

@@ -111,6 +111,11 @@ impl TestStore {
         }
     }
 
+    /// The session leases of one replica on the same state, in the PostgreSQL pass.
+    pub fn leases(&self) -> Option<Arc<dyn bdk_store::SessionLeases>> {
+        self.pg_store().map(|pg| pg.leases())
+    }
+
     /// The artifact store on the same state.
     pub fn artifacts(&self) -> Arc<dyn bdk_store::ArtifactStore> {
         match self.pg_store() {
