@@ -610,7 +610,8 @@ impl Actor {
             admitted,
             trace: self.trace.take(),
         };
-        let handle = tokio::spawn(turn::run(context));
+        // Boxed: a turn's future is tens of kilobytes, which spawning would copy more than once.
+        let handle = tokio::spawn(Box::pin(turn::run(context)));
         self.running = Some(Running { turn_id: turn_id.clone(), cancel, handle, _track: self.core.turns.token() });
         self.busy.store(true, Ordering::SeqCst);
         turn_id

@@ -180,7 +180,8 @@ impl Core {
         actors.insert(id.clone(), Mailbox { tx: tx.clone(), busy: busy.clone(), owner: owner.clone() });
         drop(actors);
         let actor = Actor::new(self.clone(), id.clone(), seed, busy, owner);
-        tokio::spawn(actor.run(rx));
+        // Boxed: an actor's future is large, and spawning would copy it more than once.
+        tokio::spawn(Box::pin(actor.run(rx)));
         tx
     }
 

@@ -14,10 +14,12 @@ pub(crate) fn http_token() -> String {
         let id = bdk_protocol::SessionId::generate();
         return format!("{HTTP_PREFIX}{}", &id.as_str()[4..]);
     }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut token = String::with_capacity(HTTP_PREFIX.len() + 32);
     token.push_str(HTTP_PREFIX);
     for byte in bytes {
-        token.push_str(&format!("{byte:02x}"));
+        token.push(char::from(HEX[usize::from(byte >> 4)]));
+        token.push(char::from(HEX[usize::from(byte & 0xf)]));
     }
     token
 }
@@ -68,6 +70,7 @@ mod tests {
         let (a, b) = (http_token(), http_token());
         assert_ne!(a, b);
         assert!(a.starts_with("http:") && a.len() == 5 + 32);
+        assert!(a[5..].bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)), "{a}");
         assert!(rotates(&a));
     }
 

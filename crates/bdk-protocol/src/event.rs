@@ -44,6 +44,37 @@ pub fn timestamp_now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(3)
 }
 
+/// `at` as `to_rfc3339_opts(SecondsFormat::Millis, true)` writes it
+/// (`2026-12-03T07:26:19.401Z`), into `buf` without chrono's general formatter (it runs for
+/// every event sent). `None` for what that fixed shape cannot hold: a year outside 0–9999, a
+/// leap second.
+fn millis_utc<'b>(at: &DateTime<Utc>, buf: &'b mut [u8; 24]) -> Option<&'b str> {
+    use chrono::{Datelike, Timelike};
+    let (date, time) = (at.date_naive(), at.time());
+    let year = u32::try_from(date.year()).ok().filter(|year| *year <= 9999)?;
+    if time.nanosecond() >= 1_000_000_000 {
+        return None;
+    }
+    let mut put = |at: usize, value: u32, digits: usize| {
+        let mut value = value;
+        for i in (at..at + digits).rev() {
+            buf[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, year, 4);
+    put(5, date.month(), 2);
+    put(8, date.day(), 2);
+    put(11, time.hour(), 2);
+    put(14, time.minute(), 2);
+    put(17, time.second(), 2);
+    put(20, time.nanosecond() / 1_000_000, 3);
+    for (i, c) in [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':'), (19, b'.'), (23, b'Z')] {
+        buf[i] = c;
+    }
+    std::str::from_utf8(buf).ok()
+}
+
 /// Declares [`EventData`] from the vocabulary table: type name, variant, payload.
 macro_rules! vocabulary {
     ($($name:literal => $variant:ident($payload:ty),)*) => {
@@ -146,7 +177,11 @@ impl Serialize for Event {
         if let Some(turn_id) = &self.turn_id {
             map.serialize_entry("turnId", turn_id)?;
         }
-        map.serialize_entry("at", &self.at.to_rfc3339_opts(SecondsFormat::Millis, true))?;
+        let mut at = [0u8; 24];
+        match millis_utc(&self.at, &mut at) {
+            Some(text) => map.serialize_entry("at", text)?,
+            None => map.serialize_entry("at", &self.at.to_rfc3339_opts(SecondsFormat::Millis, true))?,
+        }
         self.data.serialize_data(&mut map)?;
         map.end()
     }

@@ -211,3 +211,46 @@ fn timestamps_are_millisecond_precise() {
     let now = timestamp_now();
     assert_eq!(now.timestamp_subsec_nanos() % 1_000_000, 0);
 }
+
+/// The envelope's `at` is what chrono's RFC 3339 writer makes of it, milliseconds and `Z`,
+/// for every day of the 4-digit years, any time of day, and the edges chrono alone can write.
+#[test]
+fn at_is_written_as_chrono_writes_it() {
+    let chrono = |at: &DateTime<Utc>| at.to_rfc3339_opts(SecondsFormat::Millis, true);
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..20_000 {
+        let secs = (next() % 253_402_300_800) as i64; // 1970 to the end of 9999
+        let at = DateTime::from_timestamp(secs, (next() % 1_000_000_000) as u32).unwrap();
+        let mut buf = [0u8; 24];
+        assert_eq!(super::millis_utc(&at, &mut buf), Some(chrono(&at).as_str()), "{at:?}");
+    }
+    let edges = [
+        Utc.with_ymd_and_hms(0, 1, 1, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap() + chrono::Duration::milliseconds(999),
+        Utc.with_ymd_and_hms(2024, 2, 29, 12, 0, 0).unwrap(),
+    ];
+    for at in edges {
+        let mut buf = [0u8; 24];
+        assert_eq!(super::millis_utc(&at, &mut buf), Some(chrono(&at).as_str()));
+    }
+    // What the fixed shape cannot hold goes to chrono, in the envelope too.
+    let outside = [
+        Utc.with_ymd_and_hms(10_000, 1, 1, 0, 0, 0).unwrap(),
+        Utc.with_ymd_and_hms(-1, 1, 1, 0, 0, 0).unwrap(),
+        DateTime::from_timestamp(1_483_228_799, 1_500_000_000).unwrap(), // a leap second
+    ];
+    for at in outside {
+        let mut buf = [0u8; 24];
+        assert_eq!(super::millis_utc(&at, &mut buf), None, "{at:?}");
+        let event =
+            Event { index: 0, session_id: crate::SessionId::generate(), turn_id: None, at, data: samples().remove(0) };
+        let line = serde_json::to_value(&event).unwrap();
+        assert_eq!(line["at"], json!(chrono(&at)));
+    }
+}
