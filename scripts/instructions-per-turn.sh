@@ -15,6 +15,8 @@
 # Each kind runs 20 turns first (not counted), then TURNS more (default 100), against the serve
 # benchmark's OpenAI-compatible stub. Needs valgrind and python3; state goes to a temp dir.
 # With KEEP_CALLGRIND=DIR the counted dumps are copied there, for `callgrind_annotate`.
+# Valgrind counts a `rep movsb` copy one instruction per byte, so a large `memcpy` weighs far
+# more here than on the CPU; see docs/decisions/0038-*.md.
 set -euo pipefail
 bdk=$(realpath "${1:?usage: $0 BDK [new|follow|tool|growth] [TURNS]}")
 kind=${2:-new}
