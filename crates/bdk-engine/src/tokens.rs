@@ -14,13 +14,9 @@ pub(crate) fn http_token() -> String {
         let id = bdk_protocol::SessionId::generate();
         return format!("{HTTP_PREFIX}{}", &id.as_str()[4..]);
     }
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut token = String::with_capacity(HTTP_PREFIX.len() + 32);
     token.push_str(HTTP_PREFIX);
-    for byte in bytes {
-        token.push(char::from(HEX[usize::from(byte >> 4)]));
-        token.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
+    bdk_protocol::ids::push_hex(&mut token, &bytes);
     token
 }
 

@@ -180,6 +180,17 @@ fn suffix() -> String {
     (0..26).rev().map(|i| CROCKFORD[((value >> (5 * i)) & 0x1F) as usize] as char).collect()
 }
 
+/// Appends `bytes` to `out` as lowercase hex digits, two per byte: how tokens, signatures and
+/// delivery ids are written.
+pub fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+}
+
 /// OS randomness. If the OS source fails (it does not on supported platforms), fall back to the
 /// randomly keyed std hasher mixed with a counter, so generation never panics.
 fn fill_random(dest: &mut [u8]) {
@@ -199,6 +210,13 @@ fn fill_random(dest: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_two_lowercase_digits_per_byte() {
+        let mut out = String::from("x:");
+        push_hex(&mut out, &[0x00, 0x0f, 0xa5, 0xff]);
+        assert_eq!(out, "x:000fa5ff");
+    }
 
     #[test]
     fn generated_ids_are_valid_and_distinct() {

@@ -102,7 +102,8 @@ fn event_of(file_name: &str, payload: &Value) -> Option<String> {
 fn delivery_id() -> String {
     let mut bytes = [0u8; 16];
     let _ = getrandom::fill(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut hex = String::with_capacity(32);
+    bdk_protocol::ids::push_hex(&mut hex, &bytes);
     format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
 }
 

@@ -4,13 +4,15 @@
 //! back from the log that its session's actor already folded, and on a database a new
 //! session's lease is claimed while its record is written, not after.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bdk_engine::{Admission, Engine};
 use bdk_model::{ScriptStep, ScriptedProvider};
-use bdk_protocol::EventData;
 use bdk_protocol::event::{MessageReceived, SessionMode};
-use bdk_store::{NewEvent, SessionStore, SyncStats};
+use bdk_protocol::{EventData, SessionId};
+use bdk_store::{NewEvent, SessionLeases, SessionRecord, SessionStore, SyncStats};
+use futures_util::future::BoxFuture;
 use serde_json::json;
 
 use super::support::{
@@ -187,49 +189,40 @@ async fn waiting(stream: &mut bdk_store::EventStream) {
 #[derive(Debug)]
 struct CreateAwaitsLease {
     inner: Arc<dyn SessionStore>,
-    leases: Arc<dyn bdk_store::SessionLeases>,
-    held_before_written: std::sync::Mutex<Vec<bool>>,
+    leases: Arc<dyn SessionLeases>,
+    held_before_written: Mutex<Vec<bool>>,
 }
 
 impl SessionStore for CreateAwaitsLease {
-    fn create(&self, record: bdk_store::SessionRecord) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+    fn create(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
         Box::pin(async move {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+            let deadline = Instant::now() + Duration::from_secs(3);
             let held = loop {
                 if self.leases.holder(&record.id).await?.is_some() {
                     break true;
                 }
-                if std::time::Instant::now() > deadline {
+                if Instant::now() > deadline {
                     break false;
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             };
             self.held_before_written.lock().unwrap().push(held);
             self.inner.create(record).await
         })
     }
-    fn get<'a>(
-        &'a self,
-        id: &'a bdk_protocol::SessionId,
-    ) -> futures_util::future::BoxFuture<'a, bdk_store::Result<Option<bdk_store::SessionRecord>>> {
+    fn get<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<Option<SessionRecord>>> {
         self.inner.get(id)
     }
-    fn update(&self, record: bdk_store::SessionRecord) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+    fn update(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
         self.inner.update(record)
     }
-    fn update_derived(
-        &self,
-        record: bdk_store::SessionRecord,
-    ) -> futures_util::future::BoxFuture<'_, bdk_store::Result<()>> {
+    fn update_derived(&self, record: SessionRecord) -> BoxFuture<'_, bdk_store::Result<()>> {
         self.inner.update_derived(record)
     }
-    fn list(&self) -> futures_util::future::BoxFuture<'_, bdk_store::Result<Vec<bdk_store::SessionRecord>>> {
+    fn list(&self) -> BoxFuture<'_, bdk_store::Result<Vec<SessionRecord>>> {
         self.inner.list()
     }
-    fn delete<'a>(
-        &'a self,
-        id: &'a bdk_protocol::SessionId,
-    ) -> futures_util::future::BoxFuture<'a, bdk_store::Result<bool>> {
+    fn delete<'a>(&'a self, id: &'a SessionId) -> BoxFuture<'a, bdk_store::Result<bool>> {
         self.inner.delete(id)
     }
 }
@@ -247,7 +240,7 @@ async fn a_new_sessions_lease_is_claimed_while_its_record_is_written() {
     let awaiting = Arc::new(CreateAwaitsLease {
         inner: stores.sessions.clone(),
         leases: leases.clone(),
-        held_before_written: std::sync::Mutex::default(),
+        held_before_written: Mutex::default(),
     });
     stores.sessions = awaiting.clone();
     let options = bdk_engine::EngineOptions { leases: Some(leases.clone()), ..Default::default() };

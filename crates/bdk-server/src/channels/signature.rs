@@ -74,12 +74,8 @@ pub fn slack_signature(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 15)]));
-    }
+    let mut out = String::new();
+    bdk_protocol::ids::push_hex(&mut out, bytes);
     out
 }
 

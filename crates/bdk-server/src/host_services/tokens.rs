@@ -20,7 +20,6 @@ use bdk_tools::HostAccess;
 use crate::state::Mode;
 
 const PREFIX: &str = "bdkh_";
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The live host tokens of one server, shared by every mounted agent. Cheap to clone.
 #[derive(Debug, Clone, Default)]
@@ -147,10 +146,7 @@ fn fresh_token() -> Option<String> {
     }
     let mut token = String::with_capacity(PREFIX.len() + 64);
     token.push_str(PREFIX);
-    for byte in bytes {
-        token.push(char::from(HEX[usize::from(byte >> 4)]));
-        token.push(char::from(HEX[usize::from(byte & 15)]));
-    }
+    bdk_protocol::ids::push_hex(&mut token, &bytes);
     Some(token)
 }
 
