@@ -98,12 +98,11 @@ impl EventLog for PgStore {
 
     fn follow<'a>(&'a self, session: &'a SessionId, from: u64) -> BoxFuture<'a, Result<EventStream>> {
         Box::pin(async move {
-            // Subscribe before the first read, so nothing appended after it goes unnoticed.
+            // Subscribe before the first read, so nothing appended after it goes unnoticed. The
+            // first read also says whether the session exists (one round trip, not two).
             let signal = self.db.notifier.subscribe(&self.agent, session.as_str());
-            if !self.session_exists(session).await? {
-                return Err(Error::SessionNotFound(session.clone()));
-            }
-            Ok(Box::new(PgFollower {
+            let first = self.read_rows(session, from, CHUNK).await?;
+            let mut follower = PgFollower {
                 store: self.clone(),
                 session: session.clone(),
                 next: from,
@@ -111,7 +110,9 @@ impl EventLog for PgStore {
                 signal,
                 ended: false,
                 woken: false,
-            }) as EventStream)
+            };
+            follower.take(first);
+            Ok(Box::new(follower) as EventStream)
         })
     }
 
@@ -148,6 +149,19 @@ struct PgFollower {
     woken: bool,
 }
 
+impl PgFollower {
+    /// Buffers the rows read from `next` on; they come in index order, and anything else is
+    /// skipped.
+    fn take(&mut self, events: Vec<Event>) {
+        for event in events {
+            if event.index == self.next {
+                self.next += 1;
+                self.buffer.push_back(Arc::new(event));
+            }
+        }
+    }
+}
+
 impl EventFollower for PgFollower {
     fn next(&mut self) -> BoxFuture<'_, Option<Result<SharedEvent>>> {
         Box::pin(async move {
@@ -175,13 +189,7 @@ impl EventFollower for PgFollower {
                     if skip { Ok(Vec::new()) } else { self.store.read_rows(&self.session, self.next, CHUNK).await };
                 match read {
                     Ok(events) if !events.is_empty() => {
-                        for event in events {
-                            // Rows come in index order from `next`; anything else is skipped.
-                            if event.index == self.next {
-                                self.next += 1;
-                                self.buffer.push_back(Arc::new(event));
-                            }
-                        }
+                        self.take(events);
                         continue;
                     }
                     Ok(_) => {}

@@ -288,3 +288,34 @@ async fn host_data_by_key_is_one_round_trip_per_statement() {
     assert_eq!(statements, 6, "{trips} round trips");
     assert!(trips <= 7, "{trips} round trips for {statements} statements");
 }
+
+/// Opening a follower is one statement: its first read also says whether the session exists
+/// (before, a check of its own went first). A session that does not exist is refused on that
+/// same read.
+#[tokio::test]
+async fn a_follower_opens_with_one_read_that_also_finds_the_session() {
+    let Some(db) = postgres::fresh("follow_trips").await else { return };
+    use bdk_protocol::EventData;
+    use bdk_protocol::event::TextDelta;
+    use bdk_store::{EventLog, NewEvent};
+    let (_local, database, store, id) = counted_session(&db).await;
+    let delta = |t: &str| NewEvent::new(EventData::MessageAppended(TextDelta { delta: t.into() }));
+    store.append(&id, vec![delta("a"), delta("b")]).await.unwrap();
+    drop(store.follow(&id, 0).await.unwrap()); // prepares
+
+    let before = database.round_trips();
+    let mut stream = store.follow(&id, 0).await.unwrap();
+    let mut read = Vec::new();
+    for _ in 0..2 {
+        read.push(stream.next().await.unwrap().unwrap().index);
+    }
+    let after = database.round_trips();
+    assert_eq!(read, [0, 1]);
+    assert_eq!(after.statements - before.statements, 1, "statements to open and read two events");
+
+    let before = database.round_trips();
+    let missing = store.follow(&SessionId::generate(), 0).await.err().unwrap();
+    let after = database.round_trips();
+    assert!(matches!(missing, bdk_store::Error::SessionNotFound(_)), "{missing}");
+    assert_eq!(after.statements - before.statements, 1, "statements to refuse a missing session");
+}
