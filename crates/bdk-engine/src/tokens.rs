@@ -6,10 +6,10 @@ use crate::error::{EngineError, Result};
 
 const HTTP_PREFIX: &str = "http:";
 
-/// A fresh HTTP token: 128 random bits from the OS, hex-encoded.
+/// A fresh HTTP token: 128 random bits from the OS (`os_random`), hex-encoded.
 pub(crate) fn http_token() -> String {
     let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
+    if bdk_protocol::ids::os_random(&mut bytes).is_err() {
         // The OS source does not fail on supported platforms; fall back to an id's randomness.
         let id = bdk_protocol::SessionId::generate();
         return format!("{HTTP_PREFIX}{}", &id.as_str()[4..]);

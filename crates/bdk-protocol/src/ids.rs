@@ -191,10 +191,43 @@ pub fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// OS randomness. If the OS source fails (it does not on supported platforms), fall back to the
-/// randomly keyed std hasher mixed with a counter, so generation never panics.
+/// Bytes of OS randomness a thread draws at once (see [`os_random`]).
+const RANDOM_BUFFER: usize = 256;
+
+/// Fills `dest` with randomness from the OS, the source ids, continuation tokens and host
+/// tokens come from. A thread draws [`RANDOM_BUFFER`] bytes at a time and hands them out
+/// once each, erasing what it hands out, so one `getrandom` call serves a few turns' ids and
+/// tokens instead of one call each. Fails only if the OS source does.
+pub fn os_random(dest: &mut [u8]) -> Result<(), getrandom::Error> {
+    struct Pool {
+        bytes: [u8; RANDOM_BUFFER],
+        /// Bytes from here on are not handed out yet.
+        next: usize,
+    }
+    thread_local! {
+        static POOL: std::cell::RefCell<Pool> =
+            const { std::cell::RefCell::new(Pool { bytes: [0; RANDOM_BUFFER], next: RANDOM_BUFFER }) };
+    }
+    if dest.len() > RANDOM_BUFFER / 4 {
+        return getrandom::fill(dest);
+    }
+    POOL.with_borrow_mut(|pool| {
+        if RANDOM_BUFFER - pool.next < dest.len() {
+            getrandom::fill(&mut pool.bytes)?;
+            pool.next = 0;
+        }
+        let taken = &mut pool.bytes[pool.next..pool.next + dest.len()];
+        dest.copy_from_slice(taken);
+        taken.fill(0);
+        pool.next += dest.len();
+        Ok(())
+    })
+}
+
+/// OS randomness ([`os_random`]). If the OS source fails (it does not on supported platforms),
+/// fall back to the randomly keyed std hasher mixed with a counter, so generation never panics.
 fn fill_random(dest: &mut [u8]) {
-    if getrandom::fill(dest).is_ok() {
+    if os_random(dest).is_ok() {
         return;
     }
     use std::hash::{BuildHasher, Hasher};
@@ -216,6 +249,23 @@ mod tests {
         let mut out = String::from("x:");
         push_hex(&mut out, &[0x00, 0x0f, 0xa5, 0xff]);
         assert_eq!(out, "x:000fa5ff");
+    }
+
+    #[test]
+    fn os_random_hands_each_drawn_byte_out_once() {
+        // More than one buffer's worth, in pieces that do not divide it, and pieces too big
+        // for it: no two 16-byte draws alike, and none all zero (erased bytes handed out again).
+        let mut seen = std::collections::HashSet::new();
+        for size in [16, 10, 32, 7, 16, 64, 16, 100, 16] {
+            for _ in 0..40 {
+                let mut bytes = vec![0u8; size];
+                os_random(&mut bytes).unwrap();
+                assert!(bytes.iter().any(|b| *b != 0), "{size} bytes all zero");
+                if size == 16 {
+                    assert!(seen.insert(bytes), "a 16-byte draw repeated");
+                }
+            }
+        }
     }
 
     #[test]

@@ -101,7 +101,7 @@ fn event_of(file_name: &str, payload: &Value) -> Option<String> {
 /// A fresh delivery id in GitHub's GUID shape.
 fn delivery_id() -> String {
     let mut bytes = [0u8; 16];
-    let _ = getrandom::fill(&mut bytes);
+    let _ = bdk_protocol::ids::os_random(&mut bytes);
     let mut hex = String::with_capacity(32);
     bdk_protocol::ids::push_hex(&mut hex, &bytes);
     format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])

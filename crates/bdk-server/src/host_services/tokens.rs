@@ -140,7 +140,7 @@ impl HostAuthority for AgentAuthority {
 /// simply gets no host access).
 fn fresh_token() -> Option<String> {
     let mut bytes = [0u8; 32];
-    if let Err(error) = getrandom::fill(&mut bytes) {
+    if let Err(error) = bdk_protocol::ids::os_random(&mut bytes) {
         tracing::error!(%error, "no randomness for a host token; the call gets no host access");
         return None;
     }
