@@ -296,7 +296,10 @@ impl LogHandle {
             commits: 0,
             tail: Tail::default(),
         };
-        let file = FileSide::new(file, recovered.cut_pending, records, None, &syncs);
+        // An empty log may be a session created and never committed to: its folder is synced
+        // with its first commit, as a created log's is (a no-op cost elsewhere).
+        let unsynced_dirs = recovered.len == 0;
+        let file = FileSide::new(file, recovered.cut_pending, records, None, unsynced_dirs, &syncs);
         Ok(Self::with(session, path, recovered.dropped_bytes, durable, file, options, writer, syncs))
     }
 
@@ -316,7 +319,7 @@ impl LogHandle {
         let session = record.id.clone();
         // `create` made the marker of a record that may have an open turn.
         let records = RecordFiles { marked: open_index::is_open(record.status), ..records };
-        let file = FileSide::new(Some(file), false, records, Some(record), &syncs);
+        let file = FileSide::new(Some(file), false, records, Some(record), true, &syncs);
         let handle = Self::with(session, path, 0, durable, file, options, writer, syncs);
         // `create` wrote it, and nothing is in the log yet.
         handle.shared.record_current.store(true, Ordering::Release);
@@ -382,6 +385,9 @@ pub(crate) struct FileSide {
     records: RecordFiles,
     /// A created session's first record, until a commit carries it.
     pending: Option<SessionRecord>,
+    /// The session folder and `sessions/` may hold entries not yet durable (a session just
+    /// created): the next commit syncs them after the log's data, before it answers.
+    unsynced_dirs: bool,
     /// Counts `file` among the store's open logs (`FsStoreOptions::max_open_logs`).
     syncs: Arc<SyncCounters>,
 }
@@ -519,13 +525,19 @@ impl<'a> Written<'a> {
         self.log
     }
 
-    /// Makes the write durable (`fdatasync`). Callable from any thread; nothing to do when the
-    /// write failed.
+    /// Makes the write durable (`fdatasync`), and a new session's folder with it (see
+    /// `sessions.rs`: `create`). Callable from any thread; nothing to do when the write failed.
     pub fn sync(&self) -> Result<()> {
-        match (&self.failed, &self.side.file) {
-            (None, Some(file)) => self.log.syncs.data(file).map_err(|e| Error::io(&self.log.path, e)),
-            _ => Ok(()),
+        let (None, Some(file)) = (&self.failed, &self.side.file) else { return Ok(()) };
+        let syncs = &self.log.syncs;
+        syncs.data(file).map_err(|e| Error::io(&self.log.path, e))?;
+        if self.side.unsynced_dirs {
+            // `sessions/<id>/events.ndjson`: the session folder, then `sessions/`.
+            for dir in self.log.path.ancestors().skip(1).take(2) {
+                syncs.dir(dir).map_err(|e| Error::io(dir, e))?;
+            }
         }
+        Ok(())
     }
 
     /// The second half of the commit, after [`Written::sync`] returned `synced`: publish and
@@ -538,6 +550,7 @@ impl<'a> Written<'a> {
         };
         match outcome {
             Ok(()) => {
+                self.side.unsynced_dirs = false;
                 self.side.close_over(log.max_open_logs);
                 if let Some(Embedded { record, end, own }) = self.embedded.take() {
                     self.side.pending = None;
@@ -610,12 +623,13 @@ impl FileSide {
         cut_pending: bool,
         records: RecordFiles,
         pending: Option<SessionRecord>,
+        unsynced_dirs: bool,
         syncs: &Arc<SyncCounters>,
     ) -> Self {
         if file.is_some() {
             syncs.log_opened();
         }
-        FileSide { file, cut_pending, records, pending, syncs: syncs.clone() }
+        FileSide { file, cut_pending, records, pending, unsynced_dirs, syncs: syncs.clone() }
     }
 
     /// Closes the file when the store holds more open logs than `max`: the next write opens it

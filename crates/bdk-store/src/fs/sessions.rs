@@ -33,11 +33,14 @@ impl SessionStore for FsStore {
                 blocking(&self.inner.syncs, move || create(&layout, &record, &syncs)).await?
             };
             if let Some(record) = self.register_created(record, file) {
-                // Its log was opened meanwhile and will not carry the record: sync it here.
+                // Its log was opened meanwhile and will not carry the record or sync the new
+                // folder: both are made durable here.
                 let (layout, syncs) = (self.layout().clone(), self.sync_counters());
                 blocking(&self.inner.syncs, move || {
                     let path = layout.session_json(&record.id);
-                    write_atomic(&path, &encode(&record, Some(0))?, &syncs).map_err(|e| Error::io(&path, e))
+                    write_atomic(&path, &encode(&record, Some(0))?, &syncs).map_err(|e| Error::io(&path, e))?;
+                    let sessions = layout.sessions_dir();
+                    syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))
                 })
                 .await?;
             }
@@ -185,11 +188,13 @@ fn replace_record(
 
 /// Folder, empty log, then `session.json` last: a crash midway leaves an invisible folder.
 ///
-/// Durable syncs: the session folder (its two entries) and `sessions/` (the new folder): two
-/// directory syncs. Neither file's data is synced here: the log is empty, and the record rides
-/// in the log's first commit (the session's first events), which makes it durable; until then
-/// `session.json` is replaced without a sync, and a power loss before that commit can leave it
-/// torn (no client was told of the session yet, and [`read_record`] then finds none).
+/// Nothing is synced here. The log's first commit (the session's first events) makes it all
+/// durable: the record rides in it, and once its data is synced it syncs the session folder
+/// (its two entries) and `sessions/` (the new folder), so on a journaling file system the
+/// folder costs no journal commit of its own, only two cheap directory syncs after the one
+/// commit. Until then `session.json` is replaced without a sync, and a power loss before that
+/// commit can lose the session or leave its record torn (no client was told of the session
+/// yet, and [`read_record`] then finds none).
 ///
 /// A record that may have an open turn gets its `open/` marker first (not synced either, see
 /// `open_index.rs`).
@@ -215,9 +220,6 @@ fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Resu
         // does not exist yet (its log is empty), and so does a crash before it is complete.
         let json = layout.session_json(&record.id);
         write_new(&json, &bytes).map_err(|e| Error::io(&json, e))?;
-        syncs.dir(&dir).map_err(|e| Error::io(&dir, e))?;
-        let sessions = layout.sessions_dir();
-        syncs.dir(&sessions).map_err(|e| Error::io(&sessions, e))?;
         Ok(log)
     })();
     if result.is_err() {

@@ -22,8 +22,10 @@ async fn a_record_and_its_events_cost_one_file_sync() {
     let id = SessionId::generate();
     let before = fx.store.syncs();
     within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    // Nothing yet: the first commit makes the new folder durable with its events.
+    assert_eq!(fx.store.syncs().since(before), SyncStats::default());
     within(fx.store.append(&id, vec![delta("first")])).await.unwrap();
-    // The folder's entries and `sessions/`; the record rides in the first commit.
+    // The log's data, then the folder's entries and `sessions/`; the record rides in it.
     assert_eq!(fx.store.syncs().since(before), SyncStats { file_syncs: 1, dir_syncs: 2 });
 
     let before = fx.store.syncs();
@@ -40,6 +42,22 @@ async fn a_record_and_its_events_cost_one_file_sync() {
     let expected = serde_json::to_string(&events[0]).unwrap();
     assert!(first_line.starts_with(&expected[..expected.len() - 1]), "{first_line}");
     assert!(first_line.contains("\"sessionRecord\":{"), "{first_line}");
+}
+
+/// A session created by one store and first appended to by another (a restart between the
+/// two): the log opened empty syncs the folder with its first commit, as a created log does.
+#[tokio::test]
+async fn a_log_opened_empty_syncs_its_folder_with_its_first_commit() {
+    let fx = Fixture::new();
+    let id = SessionId::generate();
+    within(fx.store.create(with_token(&id, "one"))).await.unwrap();
+    let store = fx.reopen();
+    let before = store.syncs();
+    within(store.append(&id, vec![delta("first")])).await.unwrap();
+    assert_eq!(store.syncs().since(before), SyncStats { file_syncs: 1, dir_syncs: 2 });
+    let before = store.syncs();
+    within(store.append(&id, vec![delta("second")])).await.unwrap();
+    assert_eq!(store.syncs().since(before), SyncStats { file_syncs: 1, dir_syncs: 0 });
 }
 
 #[tokio::test]
