@@ -9,19 +9,43 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::syncs::SyncCounters;
 
-/// Replaces `path` with `bytes` atomically for readers, without fsync: a crash may leave the
-/// old content (never a mix). For data the event log can rebuild.
+/// Replaces `path` with `bytes` atomically for readers, without fsync. A process kill leaves
+/// the old content or the new; a power loss may also leave the file empty or torn. For data the
+/// event log can rebuild (`session.json`, which `sessions.rs` reads back from the log then).
+///
+/// On Linux the new file is swapped in with `renameat2(RENAME_EXCHANGE)` and the old one
+/// unlinked, rather than renamed over: ext4 (`auto_da_alloc`, on by default) starts writing a
+/// file's data out when it is renamed over another file, which put a disk write on every turn's
+/// path for a file that needs no durability of its own (see decision 0039). Where the swap is
+/// not supported, or nothing is there to swap with, it is a plain rename.
 pub(crate) fn replace_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = temp_path(path);
     let result = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         file.write_all(bytes)?;
+        if swapped(&tmp, path) {
+            // `tmp` names the old content now.
+            return fs::remove_file(&tmp);
+        }
         fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Exchanges `a` and `b` atomically; `false` when that cannot be done here (`b` missing, a
+/// file system or platform without the call), and nothing changed.
+#[cfg(target_os = "linux")]
+fn swapped(a: &Path, b: &Path) -> bool {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn swapped(_a: &Path, _b: &Path) -> bool {
+    false
 }
 
 /// Creates `path` (which must not exist) with `bytes`, in place and without a sync: readers may
@@ -73,6 +97,19 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"two");
         replace_atomic(&path, b"three").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"three");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("session.json")]);
+    }
+
+    /// With nothing to swap with, the replacement creates the file (a plain rename).
+    #[test]
+    fn replacing_a_missing_file_creates_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.json");
+        replace_atomic(&path, b"one").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"one");
+        replace_atomic(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("session.json")]);
     }
