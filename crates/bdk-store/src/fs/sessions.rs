@@ -26,11 +26,11 @@ impl SessionStore for FsStore {
         // A handle cached for an earlier session of this id (folder removed by hand) would
         // still point at the old, unlinked file.
         self.close_log(&record.id);
-        let (layout, syncs) = (self.layout().clone(), self.sync_counters());
+        let layout = self.layout().clone();
         Box::pin(async move {
             let file = {
                 let record = record.clone();
-                blocking(&self.inner.syncs, move || create(&layout, &record, &syncs)).await?
+                blocking(&self.inner.syncs, move || create(&layout, &record)).await?
             };
             if let Some(record) = self.register_created(record, file) {
                 // Its log was opened meanwhile and will not carry the record or sync the new
@@ -200,7 +200,7 @@ fn replace_record(
 /// `open_index.rs`).
 ///
 /// Returns the empty log, open for appending, for the store's registry of open logs.
-fn create(layout: &Layout, record: &SessionRecord, syncs: &SyncCounters) -> Result<File> {
+fn create(layout: &Layout, record: &SessionRecord) -> Result<File> {
     if open_index::is_open(record.status) {
         open_index::mark_at(&open_index::marker(layout, &record.id))?;
     }
