@@ -534,6 +534,10 @@ impl<'a> Written<'a> {
         if self.side.unsynced_dirs {
             // `sessions/<id>/events.ndjson`: the session folder, then `sessions/`.
             for dir in self.log.path.ancestors().skip(1).take(2) {
+                #[cfg(test)]
+                if let Some(error) = faults::on_dir_sync(&self.log.path) {
+                    return Err(Error::io(dir, error));
+                }
                 syncs.dir(dir).map_err(|e| Error::io(dir, e))?;
             }
         }
@@ -687,7 +691,8 @@ fn cut_to(file: &File, len: u64, path: &Path) -> std::io::Result<()> {
 }
 
 /// Injected write faults for the unit tests: a full disk that tears a write and refuses the
-/// cuts after it. Keyed by log path, so tests running at once do not meet.
+/// cuts after it, or refuses a new session's folder sync. Keyed by log path, so tests running
+/// at once do not meet.
 #[cfg(test)]
 pub(crate) mod faults {
     use std::collections::HashMap;
@@ -702,6 +707,8 @@ pub(crate) mod faults {
         pub torn_writes: u32,
         /// Cuts (truncations) that fail.
         pub failed_cuts: u32,
+        /// Syncs of a new session's folder (by its first commit) that fail.
+        pub failed_dir_syncs: u32,
     }
 
     static FAULTS: Mutex<Option<HashMap<PathBuf, Fault>>> = Mutex::new(None);
@@ -735,6 +742,11 @@ pub(crate) mod faults {
 
     pub fn on_cut(path: &Path) -> Option<io::Error> {
         take(path, |f| &mut f.failed_cuts).then(full)
+    }
+
+    /// `path`: the log whose commit syncs the folder.
+    pub fn on_dir_sync(path: &Path) -> Option<io::Error> {
+        take(path, |f| &mut f.failed_dir_syncs).then(full)
     }
 }
 

@@ -48,7 +48,7 @@ async fn a_torn_write_whose_cut_also_fails_is_cut_before_the_next_append() {
     let mut follower = within(store.follow(&id, 0)).await.unwrap();
     let durable = std::fs::metadata(&path).unwrap().len();
 
-    faults::inject(&path, Fault { torn_writes: 1, failed_cuts: 1 });
+    faults::inject(&path, Fault { torn_writes: 1, failed_cuts: 1, ..Fault::default() });
     let error = within(store.append(&id, vec![delta("lost")])).await.unwrap_err();
     assert!(error.is_write_fault(), "{error}");
     assert!(std::fs::metadata(&path).unwrap().len() > durable, "the torn half line is still in the file");
@@ -83,7 +83,7 @@ async fn a_torn_write_is_cut_at_once_when_the_cut_works() {
     within(store.append(&id, vec![delta("a")])).await.unwrap();
     let durable = std::fs::metadata(&path).unwrap().len();
 
-    faults::inject(&path, Fault { torn_writes: 2, failed_cuts: 0 });
+    faults::inject(&path, Fault { torn_writes: 2, ..Fault::default() });
     for _ in 0..2 {
         let error = within(store.append(&id, vec![delta("lost")])).await.unwrap_err();
         assert!(error.is_write_fault(), "{error}");
@@ -92,4 +92,34 @@ async fn a_torn_write_is_cut_at_once_when_the_cut_works() {
     assert!(!within(store.log(&id)).await.unwrap().is_closed(), "the writer still runs");
     within(store.append(&id, vec![delta("b")])).await.unwrap();
     assert_eq!(texts(&within(store.read(&id, 0, None)).await.unwrap()), ["a", "b"]);
+}
+
+/// A new session's first commit syncs its folder after its data: when that folder sync fails,
+/// the append fails alone and leaves nothing (the log is cut back), and the next append syncs
+/// the folder before it answers, carrying the session's first record.
+#[tokio::test]
+async fn a_first_commit_whose_folder_sync_fails_keeps_nothing_and_the_next_one_syncs_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path()).unwrap();
+    let id = session(&store).await;
+    let path = store.layout().events_path(&id);
+    faults::inject(&path, Fault { failed_dir_syncs: 1, ..Fault::default() });
+
+    let error = within(store.append(&id, vec![delta("lost")])).await.unwrap_err();
+    assert!(error.is_write_fault(), "{error}");
+    assert!(within(store.read(&id, 0, None)).await.unwrap().is_empty());
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "the failed commit was cut back");
+
+    let before = store.syncs();
+    within(store.append(&id, vec![delta("kept")])).await.unwrap();
+    assert_eq!(store.syncs().since(before).dir_syncs, 2, "the folder is synced by the next commit");
+    let events = within(store.read(&id, 0, None)).await.unwrap();
+    assert_eq!(texts(&events), ["kept"]);
+    assert_eq!(events[0].index, 0);
+    // The first record rode in that commit: a store opened afresh reads it back.
+    let reopened = FsStore::open(dir.path()).unwrap();
+    assert!(within(reopened.get(&id)).await.unwrap().is_some());
+    let before = store.syncs();
+    within(store.append(&id, vec![delta("later")])).await.unwrap();
+    assert_eq!(store.syncs().since(before).dir_syncs, 0);
 }

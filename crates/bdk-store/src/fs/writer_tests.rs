@@ -116,7 +116,7 @@ async fn a_failing_log_does_not_fail_another_log_in_the_same_batch() {
     within(store.append(&a, vec![delta("kept")])).await.unwrap();
     let a_path = store.layout().events_path(&a);
     let durable = std::fs::metadata(&a_path).unwrap().len();
-    faults::inject(&a_path, Fault { torn_writes: 1, failed_cuts: 0 });
+    faults::inject(&a_path, Fault { torn_writes: 1, ..Fault::default() });
 
     let blocker = within(store.log(&x)).await.unwrap();
     let guard = blocker.shared.hold_writes();
