@@ -72,6 +72,31 @@ impl Summary {
     }
 }
 
+/// A warning when `place` is on a file system mounted with `discard`: deleting a large tree
+/// there (a previous run's state) sends discards that the next journal commits wait for, so a
+/// run right after one is slower whatever the build (see decision 0039).
+fn discard_note(place: &Path) -> Option<String> {
+    let place = place.canonicalize().ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    // The mount the state goes to: the longest mount point that holds it.
+    let (point, options) = mounts
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (_, point, _, options) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+            Some((point, options))
+        })
+        .filter(|(point, _)| place.starts_with(point))
+        .max_by_key(|(point, _)| point.len())?;
+    options.split(',').any(|o| o == "discard").then(|| {
+        format!(
+            "note: {point} is mounted with `discard`: a run soon after deleting a large tree there \
+             (such as a previous run's state) pays for its discards; compare builds in runs with no \
+             deletes between them"
+        )
+    })
+}
+
 /// A child process, killed on drop.
 struct Proc(Child);
 
@@ -97,6 +122,9 @@ pub fn run(options: &Options) -> Summary {
         options.place.display(),
         if options.quick { " (quick mode)" } else { "" }
     ));
+    if let Some(note) = discard_note(&options.place) {
+        out.say(note);
+    }
     out.rss_idle_kib = rss_kib(pid);
     // RSS counts the binary's code pages too, and how many of those are mapped depends on what
     // the page cache holds (the kernel maps pages around each fault): the anonymous part is
