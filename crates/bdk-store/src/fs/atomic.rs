@@ -1,5 +1,6 @@
-//! Crash-safe file replacement: write a temp file, fsync it, rename it over the target, fsync
-//! the directory. Readers see the old content or the new, never a mix.
+//! File replacement through a temp file: durable ([`write_atomic`]: fsync it, rename it over
+//! the target, fsync the directory) or not ([`replace_atomic`]: swapped in, no sync). Readers see
+//! the old content or the new, never a mix.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};

@@ -32,18 +32,19 @@ async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(10), future).await.expect("timed out")
 }
 
-async fn session(store: &FsStore) -> SessionId {
+/// A store in a temp dir with one session created in it, and that session's log file.
+async fn with_session() -> (tempfile::TempDir, FsStore, SessionId, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FsStore::open(dir.path()).unwrap();
     let id = SessionId::generate();
     store.create(SessionRecord::new(id.clone(), SessionMode::Chat, "http", "alice")).await.unwrap();
-    id
+    let path = store.layout().events_path(&id);
+    (dir, store, id, path)
 }
 
 #[tokio::test]
 async fn a_torn_write_whose_cut_also_fails_is_cut_before_the_next_append() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path()).unwrap();
-    let id = session(&store).await;
-    let path = store.layout().events_path(&id);
+    let (_dir, store, id, path) = with_session().await;
     within(store.append(&id, vec![delta("a"), delta("b")])).await.unwrap();
     let mut follower = within(store.follow(&id, 0)).await.unwrap();
     let durable = std::fs::metadata(&path).unwrap().len();
@@ -76,10 +77,7 @@ async fn a_torn_write_whose_cut_also_fails_is_cut_before_the_next_append() {
 
 #[tokio::test]
 async fn a_torn_write_is_cut_at_once_when_the_cut_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path()).unwrap();
-    let id = session(&store).await;
-    let path = store.layout().events_path(&id);
+    let (_dir, store, id, path) = with_session().await;
     within(store.append(&id, vec![delta("a")])).await.unwrap();
     let durable = std::fs::metadata(&path).unwrap().len();
 
@@ -99,10 +97,7 @@ async fn a_torn_write_is_cut_at_once_when_the_cut_works() {
 /// the folder before it answers, carrying the session's first record.
 #[tokio::test]
 async fn a_first_commit_whose_folder_sync_fails_keeps_nothing_and_the_next_one_syncs_the_folder() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = FsStore::open(dir.path()).unwrap();
-    let id = session(&store).await;
-    let path = store.layout().events_path(&id);
+    let (dir, store, id, path) = with_session().await;
     faults::inject(&path, Fault { failed_dir_syncs: 1, ..Fault::default() });
 
     let error = within(store.append(&id, vec![delta("lost")])).await.unwrap_err();
