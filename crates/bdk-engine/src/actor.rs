@@ -37,6 +37,7 @@ use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use crate::accepting::Accepting;
 use crate::access::{check_followable, check_owner};
 use crate::admission::Admitted;
 use crate::conversation::Conversation;
@@ -440,9 +441,14 @@ impl Actor {
         // The session was just created with an empty log: these events are all of it, and its
         // first turn need not read them back.
         self.conversation.get_or_insert_default();
-        let (appended, turn_id, admitted) = self.append_admitting(events, None, true).await;
-        appended?;
-        self.start_turn(request.workspace_files, turn_id.clone(), None, admitted);
+        let turn_id = if request.workspace_files.is_empty() {
+            self.append_starting(events, None).await?
+        } else {
+            let (appended, turn_id, admitted) = self.append_admitting(events, None, true).await;
+            appended?;
+            self.start_turn(request.workspace_files, turn_id.clone(), None, admitted, None);
+            turn_id
+        };
         crate::telemetry::admission(&self.core.telemetry, crate::telemetry::Admission::Started);
         Ok(SessionStarted {
             session_id: self.id.clone(),
@@ -486,6 +492,18 @@ impl Actor {
         let (continuation_token, next) = self.rotated_token().await?;
         let held = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
         let rotated = next.as_ref().is_some_and(|next| next.continuation_token.as_deref() != held);
+        // The common case: nothing to close first and a conversation the actor kept current.
+        let ahead = starts_at_once
+            && events.len() == 1
+            && request.workspace_files.is_empty()
+            && self.pending_files.is_empty()
+            && self.conversation.as_ref().is_some_and(Conversation::is_current);
+        if ahead {
+            let turn_id = self.append_starting(events, next.clone()).await?;
+            self.unwritten = None;
+            self.took_record(next, rotated, &continuation_token);
+            return Ok(FollowUpAccepted { continuation_token, turn_id: Some(turn_id) });
+        }
         // A preempting turn asks for its slot once its predecessor's is given back.
         let (appended, turn_id, admitted) = self.append_admitting(events, next.clone(), starts_at_once).await;
         if let Err(error) = appended {
@@ -499,13 +517,7 @@ impl Actor {
             return Err(error);
         }
         self.unwritten = None;
-        if let Some(next) = next {
-            if rotated {
-                let old = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
-                self.core.direct_tokens.rotate(old, &continuation_token, &self.id);
-            }
-            self.record = Some(next);
-        }
+        self.took_record(next, rotated, &continuation_token);
         let turn_id = if coalesce {
             self.pending += 1;
             self.pending_files.extend(request.workspace_files);
@@ -514,7 +526,7 @@ impl Actor {
             // Files of messages coalesced earlier go first; the newest message's win.
             let mut files = mem::take(&mut self.pending_files);
             files.extend(request.workspace_files);
-            Some(self.start_turn(files, turn_id, None, admitted))
+            Some(self.start_turn(files, turn_id, None, admitted, None))
         };
         Ok(FollowUpAccepted { continuation_token, turn_id })
     }
@@ -547,6 +559,17 @@ impl Actor {
         Ok((token, Some(next)))
     }
 
+    /// Keeps the session's record written with an accepted message (`next`, with `token`, which
+    /// `rotated` from the one held).
+    fn took_record(&mut self, next: Option<SessionRecord>, rotated: bool, token: &str) {
+        let Some(next) = next else { return };
+        if rotated {
+            let old = self.record.as_ref().and_then(|r| r.continuation_token.as_deref());
+            self.core.direct_tokens.rotate(old, token, &self.id);
+        }
+        self.record = Some(next);
+    }
+
     /// The record with `status`, when that changes it.
     fn settled_record(&self, status: SessionStatus) -> Option<SessionRecord> {
         let record = self.record.as_ref().filter(|r| r.status != Some(status))?;
@@ -575,19 +598,21 @@ impl Actor {
         if self.running.is_some() {
             return Err(EngineError::InvalidRequest("the session already runs a turn".into()));
         }
-        self.start_turn(Vec::new(), turn, Some(resumed), None);
+        self.start_turn(Vec::new(), turn, Some(resumed), None, None);
         Ok(())
     }
 
     /// Starts turn `turn_id`; `files` are its message's `workspaceFiles`. `resume`: a restored
     /// turn (under its recorded id). `admitted`: its `max_running_turns` admission, when it was
-    /// asked for while the message was written (`None`: the turn asks).
+    /// asked for while the message was written (`None`: the turn asks). `accepting`: its
+    /// message, still being written ([`Actor::append_starting`]).
     fn start_turn(
         &mut self,
         files: Vec<(String, String)>,
         turn_id: TurnId,
         resume: Option<Box<Resumed>>,
         admitted: Option<Admitted>,
+        accepting: Option<Accepting>,
     ) -> TurnId {
         crate::turn_log::started(&self.id, &turn_id);
         let cancel = self.cancel.child_token();
@@ -608,6 +633,7 @@ impl Actor {
             persona: None,
             resume,
             admitted,
+            accepting,
             trace: self.trace.take(),
         };
         // Boxed: a turn's future is tens of kilobytes, which spawning would copy more than once.
@@ -688,7 +714,7 @@ impl Actor {
             None if self.follow_up_waits() && self.running.is_none() => {
                 self.pending = 0;
                 let files = mem::take(&mut self.pending_files);
-                self.start_turn(files, TurnId::generate(), None, None);
+                self.start_turn(files, TurnId::generate(), None, None, None);
             }
             None => {}
         }
@@ -753,7 +779,7 @@ impl Actor {
         // before the append answers, so the turn's end makes no blocking-pool hop.
         let settled = self.settled_record(status);
         match self.append_with(events.clone(), settled.clone()).await {
-            Ok(()) => {
+            Ok(_) => {
                 match settled {
                     Some(record) => self.record = Some(record),
                     None => self.save_status(status).await,
@@ -819,15 +845,54 @@ impl Actor {
             Some(core.slots.admit(&id, &turn_id).await)
         };
         let (appended, admitted) = tokio::join!(self.append_with(events, record), admission);
-        (appended, turn_id, admitted)
+        (appended.map(drop), turn_id, admitted)
+    }
+
+    /// Starts the turn that `events` (ending with its message) start before they are written,
+    /// on the conversation with them folded ahead, and then writes them (with the session's new
+    /// `record`), so that the turn's model call overlaps their commit (`accepting.rs`). The
+    /// turn asks for its `max_running_turns` slot itself, meanwhile. A write that fails drops
+    /// the turn, which wrote nothing. The actor's conversation is current, or new.
+    async fn append_starting(&mut self, events: Vec<NewEvent>, record: Option<SessionRecord>) -> Result<TurnId> {
+        let turn_id = TurnId::generate();
+        let conversation = self.conversation.get_or_insert_default();
+        let (accepting, acceptor) = crate::accepting::fold_ahead(conversation, &self.id, &events);
+        self.start_turn(Vec::new(), turn_id.clone(), None, None, Some(accepting));
+        match self.append_with(events, record).await {
+            Ok(written) => {
+                acceptor.accept(&written);
+                Ok(turn_id)
+            }
+            Err(error) => {
+                drop(acceptor);
+                self.drop_turn().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Drops the turn started on a message that was not written: it wrote nothing, and its
+    /// outcome (with the fold that holds the message) is discarded; its slot is given back.
+    async fn drop_turn(&mut self) {
+        let Some(mut running) = self.running.take() else { return };
+        running.cancel.cancel();
+        let _ = (&mut running.handle).await;
+        self.busy.store(false, Ordering::SeqCst);
+        self.conversation = None;
+        tracing::warn!(session = %self.id, turn = %running.turn_id, "the message was not written; its turn is dropped");
     }
 
     async fn append(&mut self, events: Vec<NewEvent>) -> Result<()> {
-        self.append_with(events, None).await
+        self.append_with(events, None).await.map(drop)
     }
 
-    /// Appends `events`, with the session's new `record` in the same durable write when set.
-    async fn append_with(&mut self, events: Vec<NewEvent>, record: Option<SessionRecord>) -> Result<()> {
+    /// Appends `events`, with the session's new `record` in the same durable write when set;
+    /// answers what was written.
+    async fn append_with(
+        &mut self,
+        events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
+    ) -> Result<Vec<bdk_store::SharedEvent>> {
         let log = &self.core.stores.events;
         let appended = match record {
             Some(record) => log.append_with_record(&self.id, events, record).await,
@@ -836,7 +901,7 @@ impl Actor {
         match appended {
             Ok(written) => {
                 self.fold_written(&written);
-                Ok(())
+                Ok(written)
             }
             Err(bdk_store::Error::LeaseLost(id)) => {
                 // Another replica claimed the session (this one stalled past its lease): it

@@ -144,6 +144,11 @@ impl Conversation {
         std::mem::take(&mut self.current)
     }
 
+    /// Whether the fold was current at its owner's last write, leaving it so.
+    pub fn is_current(&self) -> bool {
+        self.current
+    }
+
     fn fold_one(&mut self, event: &Event) {
         // Direct tool calls are recorded on the stream but were never the model's.
         if crate::status::is_direct(event) {

@@ -10,6 +10,7 @@
 //! (stop, preempt) → model call and each tool call.
 
 mod ab;
+mod accepting;
 mod access;
 mod actor;
 mod admission;

@@ -238,6 +238,7 @@ async fn run_child(
         persona: Some(Arc::new(persona)),
         resume: None,
         admitted: None,
+        accepting: None,
         // The `invoke_agent` span of the parent's call is current here.
         trace: core.telemetry.current(),
     };

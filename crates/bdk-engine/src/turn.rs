@@ -22,6 +22,7 @@ use bdk_protocol::{EventData, SessionId, TurnId};
 use bdk_store::NewEvent;
 use tokio_util::sync::CancellationToken;
 
+use crate::accepting::{Accepted, Accepting};
 use crate::admission::{Admitted, Slot};
 use crate::compaction;
 use crate::conversation::{Conversation, arguments_text, model_call_id};
@@ -70,6 +71,10 @@ pub(crate) struct TurnContext {
     /// Its `max_running_turns` admission, when the actor asked for it while writing the
     /// message that starts the turn; `None`: the turn asks (a child turn never does).
     pub admitted: Option<Admitted>,
+    /// The message that starts the turn, folded ahead of the log and still being written
+    /// (`accepting.rs`): the turn writes nothing, and acts on nothing the model says, before it
+    /// is answered. `None`: the message is written.
+    pub accepting: Option<Accepting>,
     /// The trace context the turn's span goes under (telemetry on): the request that started
     /// it, or the subagent call that runs it.
     pub trace: Option<bdk_telemetry::Context>,
@@ -131,6 +136,11 @@ enum Stop {
     Suspended,
     Failed(FailureCode, String),
     Store(bdk_store::Error),
+    /// The message that started the turn was written after events its fold does not hold:
+    /// start again on the log (nothing of the turn is written yet).
+    Refold,
+    /// The message that started the turn was not written: the turn leaves no trace.
+    Unaccepted,
 }
 
 impl From<bdk_store::Error> for Stop {
@@ -144,8 +154,9 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let core = context.core.clone();
     let mut conversation = std::mem::take(&mut context.conversation);
     let mut emit = Emitter::new(core.stores.events.clone(), context.session.clone(), context.turn.clone());
-    let resume = context.resume.take();
-    let admitted = context.admitted.take();
+    let mut resume = context.resume.take();
+    let mut admitted = context.admitted.take();
+    let mut accepting = context.accepting.take();
     let mut usage = resume.as_ref().map(|r| r.usage).unwrap_or_default();
     let mut children = Spent::default();
     let mut priced = match &context.persona {
@@ -156,20 +167,55 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
     let span =
         telemetry::turn_span(&core.telemetry, context.trace.as_ref(), &core.slug, &context.session, &context.turn);
     let mut slot = None;
-    let driven = span
-        .run(drive(
-            &context,
-            resume,
-            admitted,
-            &span,
-            &mut conversation,
-            &mut emit,
-            &mut usage,
-            &mut children,
-            &mut priced,
-            &mut slot,
-        ))
-        .await;
+    let driven = loop {
+        let driven = span
+            .run(drive(
+                &context,
+                resume.take(),
+                admitted.take(),
+                &mut accepting,
+                &span,
+                &mut conversation,
+                &mut emit,
+                &mut usage,
+                &mut children,
+                &mut priced,
+                &mut slot,
+            ))
+            .await;
+        if !matches!(driven, Err(Stop::Refold)) {
+            break driven;
+        }
+        // Nothing was written or staged for good: again, on the slot it holds, reading the
+        // whole log (a rare race with another writer).
+        conversation = Conversation::default();
+        drop(emit.take());
+        admitted = slot.take().map(|slot| Ok(Ok(slot)));
+    };
+    // A turn that ended before it needed the answer (a failure on the way to the model) waits
+    // for it now: its closing events must follow the message, and its fold must be the log's.
+    let driven = match accepting.take() {
+        None => driven,
+        Some(pending) => match pending.wait().await {
+            Some(Accepted::AsFolded) => driven,
+            Some(Accepted::Elsewhere) => {
+                conversation = Conversation::default();
+                driven
+            }
+            None => Err(Stop::Unaccepted),
+        },
+    };
+    if matches!(driven, Err(Stop::Unaccepted)) {
+        // The actor drops this outcome: it wrote nothing, and its slot is given back.
+        let end = TurnEnd::Cancelled { message: "the message was not written".into(), error: FailureCode::Storage };
+        return TurnOutcome {
+            end,
+            closing: Vec::new(),
+            conversation: Conversation::default(),
+            slot,
+            tools: Vec::new(),
+        };
+    }
     let (model, price) = priced;
     // What the turn wrote joins the fold (when nothing came between), so the next turn need
     // not read it back.
@@ -200,7 +246,7 @@ pub(crate) async fn run(mut context: TurnContext) -> TurnOutcome {
         Stop::Cancelled if core.is_draining() => {
             (TurnFailStatus::Cancelled, FailureCode::ShuttingDown, SHUTTING_DOWN.to_owned())
         }
-        Stop::Cancelled | Stop::Suspended => {
+        Stop::Cancelled | Stop::Suspended | Stop::Refold | Stop::Unaccepted => {
             (TurnFailStatus::Cancelled, FailureCode::Cancelled, INTERRUPTED.to_owned())
         }
         Stop::Failed(code, message) => (TurnFailStatus::Failed, code, message),
@@ -248,6 +294,7 @@ async fn drive(
     context: &TurnContext,
     mut resume: Option<Box<Resumed>>,
     admitted: Option<Admitted>,
+    accepting: &mut Option<Accepting>,
     span: &Span,
     conversation: &mut Conversation,
     emit: &mut Emitter,
@@ -296,6 +343,7 @@ async fn drive(
                 permit = queued.wait() => permit,
             },
             Err(queued) => {
+                accepted(accepting).await?;
                 telemetry::admission(&core.telemetry, telemetry::Admission::Queued);
                 emit.send(EventData::TurnQueued(TurnQueued { position: queued.position })).await?;
                 tokio::select! {
@@ -420,6 +468,7 @@ async fn drive(
             let (tokens, _) = compactor.budget.estimate(&request);
             if compaction::over(&policy, tokens, window) {
                 let measure = compaction::Measure { estimated_tokens: tokens, window, reason: compaction::THRESHOLD };
+                accepted(accepting).await?;
                 emit.flush().await?;
                 let done = compactor.run(provider.as_ref(), conversation, context, measure, false).await?;
                 if let Some(done) = done {
@@ -439,10 +488,21 @@ async fn drive(
             let model_started = Instant::now();
             let model_span = telemetry::model_span(traced, span, &gen_ai_system, model);
             // Current while the request is built, so its `traceparent` names the model call.
-            let model_stream = {
+            let mut model_stream = {
                 let _current = model_span.enter();
                 provider.stream(std::mem::take(&mut request), cancel.child_token())
             };
+            if let Some(pending) = accepting.take() {
+                // The model starts on the message while it is written; what it says is kept
+                // until the message is durable.
+                let (answer, kept) = model_span.run(pending.wait_streaming(model_stream)).await;
+                model_stream = kept;
+                match answer {
+                    Some(Accepted::AsFolded) => {}
+                    Some(Accepted::Elsewhere) => return Err(Stop::Refold),
+                    None => return Err(Stop::Unaccepted),
+                }
+            }
             let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
             let (output, end) = model_span.run(stream::assemble(emit, model_stream, cancel, cap)).await?;
             if traced.is_enabled() {
@@ -601,6 +661,17 @@ async fn drive(
         FailureCode::MaxSteps,
         format!("the turn used all {max_steps} model steps (max_steps) without a final answer"),
     ))
+}
+
+/// Waits until the message that started the turn is written (`accepting.rs`), before the
+/// turn's first write.
+async fn accepted(accepting: &mut Option<Accepting>) -> Result<(), Stop> {
+    let Some(pending) = accepting.take() else { return Ok(()) };
+    match pending.wait().await {
+        Some(Accepted::AsFolded) => Ok(()),
+        Some(Accepted::Elsewhere) => Err(Stop::Refold),
+        None => Err(Stop::Unaccepted),
+    }
 }
 
 /// A turn's compaction state (`compaction.rs` decides; this applies).

@@ -173,6 +173,130 @@ async fn a_turn_reads_the_log_back_only_when_someone_else_wrote_to_it() {
     }
 }
 
+/// A log whose appends of a message (a `message.received` outside a turn) wait, up to a bound,
+/// until the model has been asked something since the append began, and record whether it
+/// was; an append carrying the text `refuse` fails as a full disk does.
+#[derive(Debug)]
+struct MessageLog {
+    inner: Arc<dyn bdk_store::EventLog>,
+    provider: Arc<ScriptedProvider>,
+    asked_first: Mutex<Vec<bool>>,
+}
+
+impl MessageLog {
+    fn is_message(events: &[NewEvent]) -> Option<&str> {
+        events.iter().find_map(|e| match &e.data {
+            EventData::MessageReceived(m) if e.turn_id.is_none() => Some(m.text.as_str()),
+            _ => None,
+        })
+    }
+}
+
+impl bdk_store::LogLayer for MessageLog {
+    fn inner(&self) -> &Arc<dyn bdk_store::EventLog> {
+        &self.inner
+    }
+
+    fn write<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<NewEvent>,
+        record: Option<SessionRecord>,
+    ) -> BoxFuture<'a, bdk_store::Result<Vec<bdk_store::SharedEvent>>> {
+        Box::pin(async move {
+            match Self::is_message(&events) {
+                Some("refuse") => {
+                    let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+                    return Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: full });
+                }
+                Some(_) => {
+                    let asked = self.provider.requests().len();
+                    let deadline = Instant::now() + Duration::from_secs(3);
+                    let first = loop {
+                        if self.provider.requests().len() > asked {
+                            break true;
+                        }
+                        if Instant::now() > deadline {
+                            break false;
+                        }
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    };
+                    self.asked_first.lock().unwrap().push(first);
+                }
+                None => {}
+            }
+            bdk_store::append_to(self.inner.as_ref(), session, events, record).await
+        })
+    }
+}
+
+/// The engine of `fx` on a [`MessageLog`].
+fn on_message_log(fx: &Fixture) -> (Engine, Arc<MessageLog>, Arc<ScriptedProvider>) {
+    let mut stores = if on_postgres() { fx.backend.stores() } else { fx.fs.stores() };
+    let provider = Arc::new(ScriptedProvider::echo());
+    let log = Arc::new(MessageLog {
+        inner: stores.events.clone(),
+        provider: provider.clone(),
+        asked_first: Mutex::default(),
+    });
+    stores.events = log.clone();
+    (Engine::new(config(), stores, provider.clone(), fx.tools.clone()), log, provider)
+}
+
+/// A turn's model call does not wait for the durable commit of the message that starts it: the
+/// model is asked while the message is written (the request is still answered only after the
+/// commit), for a new session and for a follow-up.
+#[tokio::test]
+async fn a_turns_model_call_overlaps_the_commit_of_its_message() {
+    let fx = Fixture::echo().await;
+    let (engine, log, provider) = on_message_log(&fx);
+    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let id = &started.session_id;
+    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
+    waiting(&mut stream).await;
+    within(engine.follow_up(id, follow("second", &started.continuation_token, Admission::Preempt))).await.unwrap();
+    waiting(&mut stream).await;
+    assert_eq!(*log.asked_first.lock().unwrap(), [true, true], "the model was asked while each message was written");
+    let events = within(engine.events(id, &alice(), 0)).await.unwrap();
+    let said: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.data {
+            EventData::MessageReceived(m) => Some(m.text.as_str()),
+            EventData::MessageCompleted(m) => Some(m.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.len(), 4, "{said:?}");
+    assert_eq!(provider.requests().len(), 2);
+}
+
+/// A message that cannot be written is refused, and the turn started on it while it was being
+/// written leaves no trace: no event, no status, and the next message's turn never shows the
+/// model the refused one.
+#[tokio::test]
+async fn the_turn_of_a_message_that_cannot_be_written_leaves_no_trace() {
+    let fx = Fixture::echo().await;
+    let (engine, _log, provider) = on_message_log(&fx);
+    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let id = &started.session_id;
+    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
+    waiting(&mut stream).await;
+    let before = within(engine.events(id, &alice(), 0)).await.unwrap().len();
+
+    let refused = within(engine.follow_up(id, follow("refuse", &started.continuation_token, Admission::Preempt))).await;
+    assert!(matches!(&refused, Err(bdk_engine::EngineError::Store(e)) if e.is_write_fault()), "{refused:?}");
+    assert_eq!(within(engine.events(id, &alice(), 0)).await.unwrap().len(), before, "nothing was written");
+
+    // The token did not rotate: the next message goes in with it, and runs.
+    within(engine.follow_up(id, follow("second", &started.continuation_token, Admission::Preempt))).await.unwrap();
+    waiting(&mut stream).await;
+    let events = within(engine.events(id, &alice(), 0)).await.unwrap();
+    assert_eq!(events.iter().filter(|e| matches!(e.data, EventData::TurnStarted(_))).count(), 2);
+    assert!(!events.iter().any(|e| matches!(e.data, EventData::TurnFailed(_))));
+    let last = format!("{:?}", provider.requests().last().unwrap().messages);
+    assert!(last.contains("second") && !last.contains("refuse"), "{last}");
+}
+
 /// Reads `stream` up to the next `session.waiting`.
 async fn waiting(stream: &mut bdk_store::EventStream) {
     loop {
