@@ -8,7 +8,10 @@
 //! replicas (each its own pool, `LISTEN` connection and session leases) on one database, the
 //! sessions spread over the replicas, each session's follow-ups sent to a replica other than the
 //! one running it (so every follow-up is forwarded to the lease holder), and the latency of a
-//! forwarded follow-up alone.
+//! forwarded follow-up alone. The latencies are measured once more with a model that takes
+//! `BDK_BENCH_MODEL_MS` (default 1) to answer, as a real one takes time, giving the host overhead
+//! over it (each turn's latency less its model call's own time): the part of the host's work
+//! that runs beside the model call does not count against it.
 //!
 //! Prints figures; never fails on them. `BDK_BENCH_TURNS`, `BDK_BENCH_SESSIONS` scale it;
 //! `BDK_BENCH_MAX_RUNNING` sets `max_running_turns` (default 256: every turn claims a slot shared by
@@ -16,15 +19,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bdk_engine::{Admission, AgentConfig, Engine, EngineOptions, FollowUp, Principal, StartSession};
-use bdk_model::ScriptedProvider;
+use bdk_model::{ModelProvider, ModelRequest, ModelStream, ProviderInfo, ScriptedProvider};
 use bdk_protocol::EventData;
 use bdk_protocol::event::SessionMode;
 use bdk_store::EventStream;
 use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
+use futures_util::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use bdk_test_support::postgres::{self, TestDb};
 use bdk_tools::NoTools;
@@ -33,12 +38,41 @@ fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The echo provider answering only after `delay`, as a real model takes time; it keeps how long
+/// each call took to its first output.
+#[derive(Debug)]
+struct Slow {
+    inner: ScriptedProvider,
+    delay: Duration,
+    took: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl ModelProvider for Slow {
+    fn info(&self) -> ProviderInfo {
+        self.inner.info()
+    }
+
+    fn stream(&self, request: ModelRequest, cancel: CancellationToken) -> ModelStream {
+        let (started, delay, took) = (Instant::now(), self.delay, self.took.clone());
+        let mut inner = self.inner.stream(request, cancel);
+        Box::pin(
+            futures_util::stream::once(async move {
+                tokio::time::sleep(delay).await;
+                let first = inner.next().await;
+                took.lock().unwrap().push(started.elapsed());
+                futures_util::stream::iter(first).chain(inner)
+            })
+            .flatten(),
+        )
+    }
+}
+
 async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabase>) {
-    replica_at(&db.url(), local).await
+    replica_at(&db.url(), local, Arc::new(ScriptedProvider::echo())).await
 }
 
 /// A replica on `url` (its search path names the test schema).
-async fn replica_at(url: &str, local: &std::path::Path) -> (Engine, Arc<PgDatabase>) {
+async fn replica_at(url: &str, local: &std::path::Path, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<PgDatabase>) {
     let options = PgOptions { pool_size: 16, count_round_trips: true, ..PgOptions::default() };
     let database = PgDatabase::connect(url, &options).await.unwrap();
     let store = PgStore::new(database.clone(), "bench", local.join(format!("r{}", fastrand_suffix())));
@@ -50,8 +84,7 @@ async fn replica_at(url: &str, local: &std::path::Path) -> (Engine, Arc<PgDataba
         idle_timeout: Duration::from_secs(60),
     };
     let options = EngineOptions { leases: Some(store.leases()), ..EngineOptions::default() };
-    let engine =
-        Engine::with_options(config, store.stores(), Arc::new(ScriptedProvider::echo()), Arc::new(NoTools), options);
+    let engine = Engine::with_options(config, store.stores(), provider, Arc::new(NoTools), options);
     (engine, database)
 }
 
@@ -137,12 +170,33 @@ fn summary(samples: &mut [Duration]) -> String {
     )
 }
 
+/// What the host added to each turn: its latency less its model call's (`took`, when the model
+/// takes time).
+fn overhead(samples: &[Duration], took: Option<&Mutex<Vec<Duration>>>) -> String {
+    let Some(took) = took else { return String::new() };
+    let took = std::mem::take(&mut *took.lock().unwrap());
+    assert_eq!(took.len(), samples.len(), "one model call per turn");
+    let mut over: Vec<Duration> = samples.iter().zip(&took).map(|(s, t)| s.saturating_sub(*t)).collect();
+    let mut took = took;
+    format!("; the model call itself {}; host overhead over it {}", summary(&mut took), summary(&mut over))
+}
+
 /// New sessions one after another, then sequential follow-ups in one session, on one replica.
-async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &str) {
+/// `took`: the model's own time per call, when it takes time.
+async fn latency(
+    engine: &Engine,
+    database: &PgDatabase,
+    turns: usize,
+    label: &str,
+    took: Option<&Mutex<Vec<Duration>>>,
+) {
     let principal = Principal::new("bench");
     let starts = (turns / 4).max(1);
     let mut samples = Vec::with_capacity(starts);
     let before = counted(database);
+    if let Some(took) = took {
+        took.lock().unwrap().clear();
+    }
     for i in 0..starts {
         let t0 = Instant::now();
         let started = engine.start_session(start(&format!("hello {i}"))).await.unwrap();
@@ -151,8 +205,9 @@ async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &s
         samples.push(t0.elapsed());
     }
     let after = counted(database);
+    let over = overhead(&samples, took);
     println!(
-        "new-session text turn on PostgreSQL ({label}; {starts} sessions, request to session.waiting): {}; {}",
+        "new-session text turn on PostgreSQL ({label}; {starts} sessions, request to session.waiting): {}; {}{over}",
         summary(&mut samples),
         per_turn(&before, &after, starts)
     );
@@ -164,6 +219,9 @@ async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &s
     let mut token = started.continuation_token;
     let mut samples = Vec::with_capacity(turns);
     let before = counted(database);
+    if let Some(took) = took {
+        took.lock().unwrap().clear();
+    }
     for i in 0..turns {
         let t0 = Instant::now();
         token = engine.follow_up(&id, follow_up(i, token)).await.unwrap().continuation_token;
@@ -171,8 +229,9 @@ async fn latency(engine: &Engine, database: &PgDatabase, turns: usize, label: &s
         samples.push(t0.elapsed());
     }
     let after = counted(database);
+    let over = overhead(&samples, took);
     println!(
-        "follow-up text turn on PostgreSQL ({label}; {turns} sequential follow-ups, request to session.waiting): {}; {}",
+        "follow-up text turn on PostgreSQL ({label}; {turns} sequential follow-ups, request to session.waiting): {}; {}{over}",
         summary(&mut samples),
         per_turn(&before, &after, turns)
     );
@@ -250,12 +309,20 @@ fn main() {
         let turns = env_usize("BDK_BENCH_TURNS", 200);
         let sessions = env_usize("BDK_BENCH_SESSIONS", 32);
         // The same database without waiting for each commit's WAL flush: what durability costs.
+        let echo = Arc::new(ScriptedProvider::echo());
         let (relaxed, relaxed_db) =
-            replica_at(&format!("{}%20-c%20synchronous_commit%3Doff", db.url()), local.path()).await;
-        latency(&relaxed, &relaxed_db, turns, "synchronous_commit = off").await;
+            replica_at(&format!("{}%20-c%20synchronous_commit%3Doff", db.url()), local.path(), echo).await;
+        latency(&relaxed, &relaxed_db, turns, "synchronous_commit = off", None).await;
         relaxed.drain(Duration::from_secs(5)).await;
+        let delay = Duration::from_millis(env_usize("BDK_BENCH_MODEL_MS", 1) as u64);
+        let took = Arc::new(Mutex::new(Vec::new()));
+        let model = Arc::new(Slow { inner: ScriptedProvider::echo(), delay, took: took.clone() });
+        let (slow, slow_db) = replica_at(&db.url(), local.path(), model).await;
+        let label = format!("durable commits, a model answering after {} ms", delay.as_millis());
+        latency(&slow, &slow_db, turns, &label, Some(&took)).await;
+        slow.drain(Duration::from_secs(5)).await;
         let (one, one_db) = replica(&db, local.path()).await;
-        latency(&one, &one_db, turns, "durable commits").await;
+        latency(&one, &one_db, turns, "durable commits", None).await;
         throughput(std::slice::from_ref(&one), sessions, 10).await;
         let (two, two_db) = replica(&db, local.path()).await;
         let three = vec![one.clone(), two.clone(), replica(&db, local.path()).await.0];
