@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bdk_engine::{Admission, Engine, Trajectory};
 use bdk_model::ScriptedProvider;
+use bdk_protocol::EventData;
 use bdk_protocol::event::SessionMode;
-use bdk_protocol::{EventData, SessionId};
-use bdk_store::{BoxFuture, EventLog, LogLayer, NewEvent, SessionRecord, SharedEvent};
 
 use super::support::*;
 
@@ -47,34 +46,6 @@ async fn a_turn_over_the_limit_queues_then_runs() {
     let a_done = a_events.iter().find(|e| e.event_type() == "turn.completed").unwrap().at;
     let b_began = b_events.iter().find(|e| e.event_type() == "turn.started").unwrap().at;
     assert!(a_done <= b_began);
-}
-
-/// Refuses appends that carry a `message.received` while `refuse` is set, as a full disk would.
-#[derive(Debug)]
-struct RefusingMessages {
-    inner: Arc<dyn EventLog>,
-    refuse: Arc<AtomicBool>,
-}
-
-impl LogLayer for RefusingMessages {
-    fn inner(&self) -> &Arc<dyn EventLog> {
-        &self.inner
-    }
-
-    fn write<'a>(
-        &'a self,
-        session: &'a SessionId,
-        events: Vec<NewEvent>,
-        record: Option<SessionRecord>,
-    ) -> BoxFuture<'a, bdk_store::Result<Vec<SharedEvent>>> {
-        let message = events.iter().any(|e| matches!(e.data, EventData::MessageReceived(_)));
-        if message && self.refuse.load(Ordering::SeqCst) {
-            return Box::pin(async {
-                Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: std::io::Error::other("disk full") })
-            });
-        }
-        bdk_store::layer::append_to(self.inner.as_ref(), session, events, record)
-    }
 }
 
 /// A follow-up asks for its turn's slot while its message is written; when the write is refused

@@ -4,6 +4,7 @@
 //! back from the log that its session's actor already folded, and on a database a new
 //! session's lease is claimed while its record is written, not after.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use futures_util::future::BoxFuture;
 use serde_json::json;
 
 use super::support::{
-    CountingLog, Fixture, alice, config, filesystem_only, follow, on_postgres, settled, start, within,
+    CountingLog, Fixture, RefusingMessages, alice, config, filesystem_only, follow, on_postgres, settled, start, within,
 };
 
 #[tokio::test]
@@ -142,17 +143,9 @@ async fn a_stream_of_a_live_session_reads_no_session_record() {
 #[tokio::test]
 async fn a_turn_reads_the_log_back_only_when_someone_else_wrote_to_it() {
     let fx = Fixture::echo().await;
-    let mut stores = if on_postgres() { fx.backend.stores() } else { fx.fs.stores() };
-    let counting = CountingLog::wrap(stores.events.clone());
-    stores.events = counting.clone();
-    let log = stores.events.clone();
-    let provider = Arc::new(ScriptedProvider::echo());
-    let engine = Engine::new(config(), stores, provider.clone(), fx.tools.clone());
-
-    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let (engine, counting, provider) = echo_engine(&fx, |inner, _| CountingLog::wrap(inner));
+    let (started, mut stream) = first_turn(&engine).await;
     let id = &started.session_id;
-    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
-    waiting(&mut stream).await;
     let reads = counting.reads();
     let reply =
         within(engine.follow_up(id, follow("second", &started.continuation_token, Admission::Preempt))).await.unwrap();
@@ -161,6 +154,7 @@ async fn a_turn_reads_the_log_back_only_when_someone_else_wrote_to_it() {
 
     // Someone else writes to the log between the turns.
     let foreign = MessageReceived { text: "written by someone else".into(), principal: None };
+    let log: &dyn bdk_store::EventLog = counting.as_ref();
     within(log.append(id, vec![NewEvent::new(EventData::MessageReceived(foreign))])).await.unwrap();
     let reads = counting.reads();
     within(engine.follow_up(id, follow("third", &reply.continuation_token, Admission::Preempt))).await.unwrap();
@@ -171,25 +165,21 @@ async fn a_turn_reads_the_log_back_only_when_someone_else_wrote_to_it() {
     for text in ["first", "second", "written by someone else", "third"] {
         assert!(last.contains(text), "{text:?} missing from the model's request: {last}");
     }
+    // The third turn started on a fold without the other writer's message, and started again
+    // on the log (`accepting.rs`): the first start left nothing in the log.
+    let events = within(engine.events(id, &alice(), 0)).await.unwrap();
+    assert_eq!(events.iter().filter(|e| matches!(e.data, EventData::TurnStarted(_))).count(), 3);
+    assert!(!events.iter().any(|e| matches!(e.data, EventData::TurnFailed(_))));
 }
 
 /// A log whose appends of a message (a `message.received` outside a turn) wait, up to a bound,
 /// until the model has been asked something since the append began, and record whether it
-/// was; an append carrying the text `refuse` fails as a full disk does.
+/// was.
 #[derive(Debug)]
 struct MessageLog {
     inner: Arc<dyn bdk_store::EventLog>,
     provider: Arc<ScriptedProvider>,
     asked_first: Mutex<Vec<bool>>,
-}
-
-impl MessageLog {
-    fn is_message(events: &[NewEvent]) -> Option<&str> {
-        events.iter().find_map(|e| match &e.data {
-            EventData::MessageReceived(m) if e.turn_id.is_none() => Some(m.text.as_str()),
-            _ => None,
-        })
-    }
 }
 
 impl bdk_store::LogLayer for MessageLog {
@@ -204,43 +194,45 @@ impl bdk_store::LogLayer for MessageLog {
         record: Option<SessionRecord>,
     ) -> BoxFuture<'a, bdk_store::Result<Vec<bdk_store::SharedEvent>>> {
         Box::pin(async move {
-            match Self::is_message(&events) {
-                Some("refuse") => {
-                    let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
-                    return Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: full });
-                }
-                Some(_) => {
-                    let asked = self.provider.requests().len();
-                    let deadline = Instant::now() + Duration::from_secs(3);
-                    let first = loop {
-                        if self.provider.requests().len() > asked {
-                            break true;
-                        }
-                        if Instant::now() > deadline {
-                            break false;
-                        }
-                        tokio::time::sleep(Duration::from_millis(2)).await;
-                    };
-                    self.asked_first.lock().unwrap().push(first);
-                }
-                None => {}
+            let message = events.iter().any(|e| e.turn_id.is_none() && matches!(e.data, EventData::MessageReceived(_)));
+            if message {
+                let asked = self.provider.requests().len();
+                let deadline = Instant::now() + Duration::from_secs(3);
+                let first = loop {
+                    if self.provider.requests().len() > asked {
+                        break true;
+                    }
+                    if Instant::now() > deadline {
+                        break false;
+                    }
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                };
+                self.asked_first.lock().unwrap().push(first);
             }
             bdk_store::append_to(self.inner.as_ref(), session, events, record).await
         })
     }
 }
 
-/// The engine of `fx` on a [`MessageLog`].
-fn on_message_log(fx: &Fixture) -> (Engine, Arc<MessageLog>, Arc<ScriptedProvider>) {
+/// An engine on `fx`'s store whose provider echoes, with its log wrapped by `wrap` (which gets
+/// the provider too); answers the wrapped log too.
+fn echo_engine<L: bdk_store::EventLog + 'static>(
+    fx: &Fixture,
+    wrap: impl FnOnce(Arc<dyn bdk_store::EventLog>, &Arc<ScriptedProvider>) -> Arc<L>,
+) -> (Engine, Arc<L>, Arc<ScriptedProvider>) {
     let mut stores = if on_postgres() { fx.backend.stores() } else { fx.fs.stores() };
     let provider = Arc::new(ScriptedProvider::echo());
-    let log = Arc::new(MessageLog {
-        inner: stores.events.clone(),
-        provider: provider.clone(),
-        asked_first: Mutex::default(),
-    });
+    let log = wrap(stores.events.clone(), &provider);
     stores.events = log.clone();
     (Engine::new(config(), stores, provider.clone(), fx.tools.clone()), log, provider)
+}
+
+/// Starts a session with "first", and follows it through its first turn.
+async fn first_turn(engine: &Engine) -> (bdk_engine::SessionStarted, bdk_store::EventStream) {
+    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let mut stream = within(engine.follow(&started.session_id, &alice(), 0)).await.unwrap();
+    waiting(&mut stream).await;
+    (started, stream)
 }
 
 /// A turn's model call does not wait for the durable commit of the message that starts it: the
@@ -249,11 +241,11 @@ fn on_message_log(fx: &Fixture) -> (Engine, Arc<MessageLog>, Arc<ScriptedProvide
 #[tokio::test]
 async fn a_turns_model_call_overlaps_the_commit_of_its_message() {
     let fx = Fixture::echo().await;
-    let (engine, log, provider) = on_message_log(&fx);
-    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let (engine, log, provider) = echo_engine(&fx, |inner, provider| {
+        Arc::new(MessageLog { inner, provider: provider.clone(), asked_first: Mutex::default() })
+    });
+    let (started, mut stream) = first_turn(&engine).await;
     let id = &started.session_id;
-    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
-    waiting(&mut stream).await;
     within(engine.follow_up(id, follow("second", &started.continuation_token, Admission::Preempt))).await.unwrap();
     waiting(&mut stream).await;
     assert_eq!(*log.asked_first.lock().unwrap(), [true, true], "the model was asked while each message was written");
@@ -276,15 +268,18 @@ async fn a_turns_model_call_overlaps_the_commit_of_its_message() {
 #[tokio::test]
 async fn the_turn_of_a_message_that_cannot_be_written_leaves_no_trace() {
     let fx = Fixture::echo().await;
-    let (engine, _log, provider) = on_message_log(&fx);
-    let started = within(engine.start_session(start("first", SessionMode::Chat))).await.unwrap();
+    let refuse = Arc::new(AtomicBool::new(false));
+    let (engine, _, provider) =
+        echo_engine(&fx, |inner, _| Arc::new(RefusingMessages { inner, refuse: refuse.clone() }));
+    let (started, mut stream) = first_turn(&engine).await;
     let id = &started.session_id;
-    let mut stream = within(engine.follow(id, &alice(), 0)).await.unwrap();
-    waiting(&mut stream).await;
     let before = within(engine.events(id, &alice(), 0)).await.unwrap().len();
 
-    let refused = within(engine.follow_up(id, follow("refuse", &started.continuation_token, Admission::Preempt))).await;
+    refuse.store(true, Ordering::SeqCst);
+    let refused =
+        within(engine.follow_up(id, follow("refused", &started.continuation_token, Admission::Preempt))).await;
     assert!(matches!(&refused, Err(bdk_engine::EngineError::Store(e)) if e.is_write_fault()), "{refused:?}");
+    refuse.store(false, Ordering::SeqCst);
     assert_eq!(within(engine.events(id, &alice(), 0)).await.unwrap().len(), before, "nothing was written");
 
     // The token did not rotate: the next message goes in with it, and runs.
@@ -294,7 +289,7 @@ async fn the_turn_of_a_message_that_cannot_be_written_leaves_no_trace() {
     assert_eq!(events.iter().filter(|e| matches!(e.data, EventData::TurnStarted(_))).count(), 2);
     assert!(!events.iter().any(|e| matches!(e.data, EventData::TurnFailed(_))));
     let last = format!("{:?}", provider.requests().last().unwrap().messages);
-    assert!(last.contains("second") && !last.contains("refuse"), "{last}");
+    assert!(last.contains("second") && !last.contains("refused"), "{last}");
 }
 
 /// Reads `stream` up to the next `session.waiting`.

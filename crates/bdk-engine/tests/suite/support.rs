@@ -5,7 +5,7 @@
 //! files on disk, injected disk faults) call [`filesystem_only`] and run in the filesystem pass.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -421,5 +421,34 @@ impl bdk_store::LogLayer for CountingLog {
     ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<Event>>> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read(session, from, limit)
+    }
+}
+
+/// Refuses appends that carry a `message.received` while `refuse` is set, as a full disk would.
+#[derive(Debug)]
+pub struct RefusingMessages {
+    pub inner: Arc<dyn bdk_store::EventLog>,
+    pub refuse: Arc<AtomicBool>,
+}
+
+impl bdk_store::LogLayer for RefusingMessages {
+    fn inner(&self) -> &Arc<dyn bdk_store::EventLog> {
+        &self.inner
+    }
+
+    fn write<'a>(
+        &'a self,
+        session: &'a SessionId,
+        events: Vec<bdk_store::NewEvent>,
+        record: Option<bdk_store::SessionRecord>,
+    ) -> bdk_store::BoxFuture<'a, bdk_store::Result<Vec<bdk_store::SharedEvent>>> {
+        let message = events.iter().any(|e| matches!(e.data, EventData::MessageReceived(_)));
+        if message && self.refuse.load(Ordering::SeqCst) {
+            return Box::pin(async {
+                let full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+                Err(bdk_store::Error::Io { path: "events.ndjson".into(), source: full })
+            });
+        }
+        bdk_store::layer::append_to(self.inner.as_ref(), session, events, record)
     }
 }
