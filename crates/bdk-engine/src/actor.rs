@@ -3,7 +3,9 @@
 //! the continuation-token check and the token's rotation are atomic with the admission they
 //! guard: of fifty follow-ups racing on one token exactly one is accepted.
 //!
-//! The actor starts turns (each its own task, see `turn.rs`), cancels them (preempt, stop),
+//! The actor starts turns (each its own task, see `turn.rs`; a message's turn usually starts
+//! while the message is written, and writes nothing before it is, see `accepting.rs`), cancels
+//! them (preempt, stop),
 //! queues coalesced messages, and writes the session-level event that closes each turn
 //! (`session.waiting`, `session.completed`, `session.failed`), and keeps the session's status in
 //! its record in step: `running` from the accepted message (written with the token's rotation),
