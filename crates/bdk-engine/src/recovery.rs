@@ -39,13 +39,13 @@ pub const RESTARTED: &str = "the host restarted while this turn was running";
 
 /// Closes every open turn of every session not live in this engine. Returns how many turns.
 ///
-/// Only sessions whose record may be behind their log are read: `running` (a message was
-/// accepted; that status is written durably before the turn writes anything) or no status at
-/// all (a record older than the field). A settled status (`waiting`, `completed`, `failed`) is written
-/// after the closing event is durable, so its log has nothing open: start-up reads no log of a
-/// settled session. The store lists those sessions from its index of open sessions
-/// (`SessionStore::list_open`), so start-up does not even read a settled session's record: its
-/// cost follows the sessions that were open, not all state ever written.
+/// Only sessions whose record may be behind their log are read: `running` (a message was accepted;
+/// that status is written durably before the turn writes anything) or no status at all (a record
+/// older than the field). A settled status (`waiting`, `completed`, `failed`) is written after the
+/// closing event is durable, so its log has nothing open: start-up reads no log of a settled
+/// session. The store lists those sessions from its index of open sessions
+/// (`SessionStore::list_open`), so start-up does not even read a settled session's record: its cost
+/// follows the sessions that were open, not all state ever written.
 ///
 ///
 /// A session whose closing events the store refuses (a full or read-only disk) is recovered
