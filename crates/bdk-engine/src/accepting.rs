@@ -32,8 +32,8 @@ use crate::conversation::Conversation;
 pub(crate) struct Acceptor(oneshot::Sender<Vec<SharedEvent>>);
 
 impl Acceptor {
-    pub fn accept(self, written: &[SharedEvent]) {
-        let _ = self.0.send(written.to_vec());
+    pub fn accept(self, written: Vec<SharedEvent>) {
+        let _ = self.0.send(written);
     }
 }
 
@@ -157,7 +157,7 @@ mod tests {
         let (accepting, acceptor) = fold_ahead(&mut fold, &session, &events);
         assert_eq!(fold.next_index(), 1);
         assert!(fold.take_current(), "the turn it starts need not read the log");
-        acceptor.accept(&numbered(0, &session, &events));
+        acceptor.accept(numbered(0, &session, &events));
         assert_eq!(accepting.wait().await, Some(Accepted::AsFolded));
     }
 
@@ -167,7 +167,7 @@ mod tests {
         let mut fold = Conversation::default();
         let events = vec![message("hi")];
         let (accepting, acceptor) = fold_ahead(&mut fold, &session, &events);
-        acceptor.accept(&numbered(1, &session, &events));
+        acceptor.accept(numbered(1, &session, &events));
         assert_eq!(accepting.wait().await, Some(Accepted::Elsewhere));
     }
 
@@ -189,7 +189,7 @@ mod tests {
         tx.send(text("b")).unwrap();
         let waiting = tokio::spawn(accepting.wait_streaming(model));
         tokio::task::yield_now().await;
-        acceptor.accept(&numbered(0, &session, &events));
+        acceptor.accept(numbered(0, &session, &events));
         let (accepted, mut model) = waiting.await.unwrap();
         assert_eq!(accepted, Some(Accepted::AsFolded));
         tx.send(text("c")).unwrap();
@@ -209,7 +209,7 @@ mod tests {
         let model: ModelStream = Box::pin(stream::iter(vec![text("done")]));
         let waiting = tokio::spawn(accepting.wait_streaming(model));
         tokio::task::yield_now().await;
-        acceptor.accept(&numbered(0, &session, &events));
+        acceptor.accept(numbered(0, &session, &events));
         let (_, model) = waiting.await.unwrap();
         let said: Vec<_> = model.collect().await;
         assert_eq!(said.len(), 1);

@@ -862,7 +862,7 @@ impl Actor {
         self.start_turn(Vec::new(), turn_id.clone(), None, None, Some(accepting));
         match self.append_with(events, record).await {
             Ok(written) => {
-                acceptor.accept(&written);
+                acceptor.accept(written);
                 Ok(turn_id)
             }
             Err(error) => {
