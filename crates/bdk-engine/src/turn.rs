@@ -497,11 +497,7 @@ async fn drive(
                 // until the message is durable.
                 let (answer, kept) = model_span.run(pending.wait_streaming(model_stream)).await;
                 model_stream = kept;
-                match answer {
-                    Some(Accepted::AsFolded) => {}
-                    Some(Accepted::Elsewhere) => return Err(Stop::Refold),
-                    None => return Err(Stop::Unaccepted),
-                }
+                go_on(answer)?;
             }
             let cap = stream::OutputCap { bytes: core.max_output_bytes, tokens: core.max_output_tokens };
             let (output, end) = model_span.run(stream::assemble(emit, model_stream, cancel, cap)).await?;
@@ -667,7 +663,12 @@ async fn drive(
 /// turn's first write.
 async fn accepted(accepting: &mut Option<Accepting>) -> Result<(), Stop> {
     let Some(pending) = accepting.take() else { return Ok(()) };
-    match pending.wait().await {
+    go_on(pending.wait().await)
+}
+
+/// Whether the turn goes on after the answer to its message (`None`: not written).
+fn go_on(answer: Option<Accepted>) -> Result<(), Stop> {
+    match answer {
         Some(Accepted::AsFolded) => Ok(()),
         Some(Accepted::Elsewhere) => Err(Stop::Refold),
         None => Err(Stop::Unaccepted),

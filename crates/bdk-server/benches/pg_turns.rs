@@ -174,10 +174,9 @@ fn summary(samples: &mut [Duration]) -> String {
 /// takes time).
 fn overhead(samples: &[Duration], took: Option<&Mutex<Vec<Duration>>>) -> String {
     let Some(took) = took else { return String::new() };
-    let took = std::mem::take(&mut *took.lock().unwrap());
+    let mut took = std::mem::take(&mut *took.lock().unwrap());
     assert_eq!(took.len(), samples.len(), "one model call per turn");
     let mut over: Vec<Duration> = samples.iter().zip(&took).map(|(s, t)| s.saturating_sub(*t)).collect();
-    let mut took = took;
     format!("; the model call itself {}; host overhead over it {}", summary(&mut took), summary(&mut over))
 }
 
