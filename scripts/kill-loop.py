@@ -13,6 +13,10 @@ then runs 4 clients (new sessions, each with up to 3 follow-ups, each waiting fo
 checks the last round. ROUNDS defaults to 30. Exits 1 on any problem. Standard library only;
 state goes to a temporary folder. Each check reads every session written so far, so the rounds
 get slower as they go (40 rounds took about 100 s on a 2-core machine).
+
+DEBOUNCE_MS=N in the environment gives the agent `storage.toml`'s `policy.debounce_ms = N`
+(write debouncing): commits are acknowledged before they are synced, and a SIGKILL (unlike a
+power loss) must still lose nothing acknowledged.
 """
 import http.client
 import json
@@ -52,6 +56,10 @@ def write_project(work, stub_port):
                 f'provider = "openai-compatible"\nbase_url = "http://127.0.0.1:{stub_port}/v1"\n')
     with open(os.path.join(bot, "instructions.md"), "w") as f:
         f.write("Answer briefly.\n")
+    debounce = int(os.environ.get("DEBOUNCE_MS", "0"))
+    if debounce:
+        with open(os.path.join(bot, "storage.toml"), "w") as f:
+            f.write(f"[policy]\ndebounce_ms = {debounce}\n")
     return os.path.dirname(bot)
 
 

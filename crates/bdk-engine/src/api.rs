@@ -15,7 +15,7 @@ use crate::defs::Definitions;
 use crate::engine::Core;
 use crate::error::Result;
 pub use crate::types::{
-    Admission, AgentConfig, CostReport, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal,
+    Admission, AgentConfig, CostReport, EngineOptions, FollowUp, FollowUpAccepted, ListScope, Principal, RestoreLimits,
     SessionStarted, SessionSummary, StartSession, TurnCost,
 };
 

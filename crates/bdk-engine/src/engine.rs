@@ -77,6 +77,8 @@ pub(crate) struct Core {
     pub holders: crate::remote::Holders,
     /// Whether the store takes writes (`store_health.rs`); its wrappers are in `stores`.
     pub store_health: Arc<crate::store_health::StoreHealth>,
+    /// Which sessions start-up recovery restores (`recovery.rs`).
+    pub restore: crate::types::RestoreLimits,
     actors: Mutex<HashMap<SessionId, Mailbox>>,
 }
 
@@ -133,6 +135,7 @@ impl Core {
             leases: options.leases,
             holders: Default::default(),
             store_health,
+            restore: options.restore,
             actors: Mutex::new(HashMap::new()),
         });
         if let Some(leases) = &core.leases {

@@ -37,7 +37,8 @@ use crate::subagents;
 /// The reason recorded on a turn the host was running when it stopped.
 pub const RESTARTED: &str = "the host restarted while this turn was running";
 
-/// Closes every open turn of every session not live in this engine. Returns how many turns.
+/// Closes every open turn of every session not live in this engine, within the agent's
+/// [`crate::types::RestoreLimits`]. Returns how many turns.
 ///
 /// Only sessions whose record may be behind their log are read: `running` (a message was accepted;
 /// that status is written durably before the turn writes anything) or no status at all (a record
@@ -69,8 +70,24 @@ pub(crate) async fn recover(core: &Arc<Core>) -> Result<usize> {
 async fn recover_once(core: &Arc<Core>) -> Result<(usize, bool)> {
     let mut closed = 0;
     let mut refused = false;
-    for record in core.stores.sessions.list_open().await? {
-        if core.is_live(&record.id) || record.status.is_some_and(|s| s != SessionStatus::Running) {
+    let open: Vec<SessionRecord> = core
+        .stores
+        .sessions
+        .list_open()
+        .await?
+        .into_iter()
+        .filter(|record| record.status.is_none_or(|s| s == SessionStatus::Running))
+        .collect();
+    let (open, left) = within_limits(open, core.restore, chrono::Utc::now());
+    if left > 0 {
+        tracing::info!(
+            restored = open.len(),
+            left,
+            "storage.toml's policy.restore leaves sessions for their next use, which closes what they left open"
+        );
+    }
+    for record in open {
+        if core.is_live(&record.id) {
             continue;
         }
         // Several replicas: another may be running this turn right now. Only a session whose
@@ -95,6 +112,28 @@ async fn recover_once(core: &Arc<Core>) -> Result<(usize, bool)> {
         }
     }
     Ok((closed, refused))
+}
+
+/// The sessions start-up restores under `limits`: the most recently updated first, none older
+/// than `max_age`, at most `max_sessions`. Also returns how many are left out.
+fn within_limits(
+    mut open: Vec<SessionRecord>,
+    limits: crate::types::RestoreLimits,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (Vec<SessionRecord>, usize) {
+    if limits == crate::types::RestoreLimits::default() {
+        return (open, 0);
+    }
+    let all = open.len();
+    if let Some(age) = limits.max_age.and_then(|age| chrono::Duration::from_std(age).ok()) {
+        open.retain(|record| record.updated_at >= now - age);
+    }
+    open.sort_by_key(|record| std::cmp::Reverse(record.updated_at));
+    if let Some(max) = limits.max_sessions {
+        open.truncate(usize::try_from(max).unwrap_or(usize::MAX));
+    }
+    let kept = open.len();
+    (open, all - kept)
 }
 
 /// Runs recovery again each time the store takes writes again, until a pass is not refused.

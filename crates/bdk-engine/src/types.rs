@@ -183,6 +183,20 @@ pub struct EngineOptions {
     /// Session leases shared with other replicas (PostgreSQL). `None`: this process is the only
     /// one running the agent's sessions.
     pub leases: Option<Arc<dyn bdk_store::SessionLeases>>,
+    /// Which sessions start-up recovery restores (`storage.toml`'s `policy.restore`). Default:
+    /// every one a previous process left open.
+    pub restore: RestoreLimits,
+}
+
+/// Bounds on the sessions [`crate::Engine::recover`] restores at start-up: the most recently
+/// updated ones first. A session left out is not lost: its actor closes what its log leaves
+/// open (and restores a turn waiting for approvals) the first time the session is used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreLimits {
+    /// At most this many sessions.
+    pub max_sessions: Option<u32>,
+    /// Only sessions updated this recently.
+    pub max_age: Option<std::time::Duration>,
 }
 
 /// Who a grant of host services acts for: one tool call, in a session or (for a direct call)

@@ -20,7 +20,6 @@ pub fn run(project: &Project, agent_toml: Option<&SourceFile>, diags: &mut Diagn
     schedule_channels(project, diags);
     eval_tool_references(project, diags);
     sandbox_coverage(project, agent_toml, diags);
-    crate::gaps::not_run_yet(project, diags);
 }
 
 /// Adds tools registered in Rust (an embedder's native tools, `source: "native"`) to `project`,

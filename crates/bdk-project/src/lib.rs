@@ -12,7 +12,6 @@ pub mod diag;
 pub mod formats;
 #[doc(hidden)]
 pub mod fuzzing;
-mod gaps;
 pub mod manifest;
 pub mod model;
 pub mod parse;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bdk_project::Project;
-use bdk_store::{EvalRunStore, FsEvalRuns, FsStore, Stores, TimedStore};
+use bdk_store::{EvalRunStore, FsEvalRuns, FsStore, FsStoreOptions, Stores, TimedStore};
 use bdk_store_pg::{PgDatabase, PgOptions, PgStore};
 
 /// The variable that gives every agent of the host one database.
@@ -74,6 +74,13 @@ pub enum BackendError {
     },
 }
 
+/// The agent's filesystem store under `state_dir`, with what its `storage.toml` asks of it
+/// (`policy.debounce_ms`: write debouncing).
+pub fn open_fs(project: &Project, state_dir: &Path) -> bdk_store::Result<FsStore> {
+    let debounce = project.storage.as_ref().map(|s| s.debounce).unwrap_or_default();
+    FsStore::open_with(state_dir, FsStoreOptions { sync_delay: debounce, ..FsStoreOptions::default() })
+}
+
 /// Opens stores for the agents of one host, sharing a pool per database URL.
 #[derive(Debug, Default)]
 pub struct Backends {
@@ -116,7 +123,7 @@ impl Backends {
     pub async fn open(&mut self, project: &Project, state_dir: &Path) -> Result<AgentStore, BackendError> {
         let url = self.url_for(project, &|name| std::env::var(name).ok())?;
         let Some(url) = url else {
-            let store = FsStore::open(state_dir).map_err(|source| BackendError::Fs {
+            let store = open_fs(project, state_dir).map_err(|source| BackendError::Fs {
                 slug: project.slug.clone(),
                 dir: state_dir.to_path_buf(),
                 source,
@@ -138,6 +145,7 @@ impl Backends {
                 db
             }
         };
-        Ok(AgentStore::Pg(PgStore::new(db, project.slug.clone(), state_dir)))
+        let debounced = project.storage.as_ref().is_some_and(|s| !s.debounce.is_zero());
+        Ok(AgentStore::Pg(PgStore::new(db, project.slug.clone(), state_dir).debounced(debounced)))
     }
 }

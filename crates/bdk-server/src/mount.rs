@@ -11,7 +11,6 @@ use bdk_engine::schedules::{ScheduleOptions, Schedules};
 use bdk_engine::{AgentConfig, Engine, EngineOptions};
 use bdk_model::{ModelInput, ModelLayer, ModelProvider, ProviderOptions, ResolvedModel};
 use bdk_project::Project;
-use bdk_store::FsStore;
 use bdk_tools::{ProjectTools, ProjectToolsBuilder, ToolRegistry};
 
 use crate::backend::AgentStore;
@@ -166,7 +165,7 @@ pub async fn mount_with(
     options: EngineOptions,
     slot: &ReminderSlot,
 ) -> Result<(Agent, usize), MountError> {
-    let store = FsStore::open(state_dir).map_err(|source| MountError::Store {
+    let store = crate::backend::open_fs(&project, state_dir).map_err(|source| MountError::Store {
         slug: project.slug.clone(),
         dir: state_dir.to_path_buf(),
         source,
@@ -197,6 +196,12 @@ pub async fn mount_on(
         AgentStore::Pg(pg) => Some(pg.leases()),
     };
     let options = EngineOptions { leases: options.leases.clone().or(leases), ..options };
+    // `storage.toml`'s `policy.restore` bounds what start-up recovery restores.
+    let restore = project.storage.as_ref().map_or_else(Default::default, |s| bdk_engine::RestoreLimits {
+        max_sessions: s.restore_max_sessions,
+        max_age: s.restore_max_age,
+    });
+    let options = EngineOptions { restore, ..options };
     // Tool processes a killed previous run left behind are ended before anything else runs.
     let ledger = state_dir.join(bdk_tools::contain::LEDGER_DIR);
     if let Err(error) = bdk_tools::contain::adopt_ledger(&ledger) {

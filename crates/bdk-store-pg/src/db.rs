@@ -202,8 +202,11 @@ impl PgDatabase {
     /// records, leases, workspace saves): what a turn costs in commits, for benchmarks.
     pub fn commits(&self) -> Commits {
         use std::sync::atomic::Ordering::Relaxed;
-        let appends = self.writer.stats.batches.load(Relaxed);
-        Commits { durable: self.counters.durable.load(Relaxed) + appends, relaxed: self.counters.relaxed.load(Relaxed) }
+        let (batches, relaxed) = (self.writer.stats.batches.load(Relaxed), self.writer.stats.relaxed.load(Relaxed));
+        Commits {
+            durable: self.counters.durable.load(Relaxed) + batches - relaxed,
+            relaxed: self.counters.relaxed.load(Relaxed) + relaxed,
+        }
     }
 
     /// What the pool's connections sent so far (round trips, statements, statements
@@ -286,6 +289,10 @@ pub(crate) async fn execute_relaxed(
 /// checks' `OFFSET 0` keeps them per-row subplans, which cannot be hashed). `SET LOCAL` ends
 /// with the transaction; the plans keep what they were made under.
 pub(crate) const BEGIN_KEYED: &str = concat!("BEGIN; ", keyed!());
+
+/// [`BEGIN_KEYED`] for an append batch of debouncing agents only (`storage.toml`'s
+/// `policy.debounce_ms`): its commit does not wait for the WAL flush.
+pub(crate) const BEGIN_KEYED_RELAXED: &str = concat!("BEGIN; SET LOCAL synchronous_commit = off; ", keyed!());
 
 /// [`BEGIN_KEYED`] inside a transaction already begun.
 pub(crate) const KEYED: &str = keyed!();

@@ -63,7 +63,7 @@ impl EventLog for PgStore {
                 return Ok(Vec::new());
             }
             let fence = self.db.fence(&self.agent, session.as_str());
-            self.db.writer.append(self.agent.clone(), session.clone(), events, fence, None).await
+            self.db.writer.append(self.agent.clone(), session.clone(), events, fence, None, !self.debounced).await
         })
     }
 
@@ -77,7 +77,8 @@ impl EventLog for PgStore {
         Box::pin(async move {
             let body = serde_json::to_string(&record).map_err(encode)?;
             let fence = self.db.fence(&self.agent, session.as_str());
-            self.db.writer.append(self.agent.clone(), session.clone(), events, fence, Some(body)).await
+            let (agent, session) = (self.agent.clone(), session.clone());
+            self.db.writer.append(agent, session, events, fence, Some(body), !self.debounced).await
         })
     }
 

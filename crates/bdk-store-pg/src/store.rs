@@ -16,12 +16,29 @@ pub struct PgStore {
     pub(crate) db: Arc<PgDatabase>,
     pub(crate) agent: Arc<str>,
     pub(crate) local: Arc<Path>,
+    /// Write debouncing (`storage.toml`'s `policy.debounce_ms`): event appends commit without
+    /// waiting for the WAL flush.
+    pub(crate) debounced: bool,
 }
 
 impl PgStore {
     /// The stores of agent `agent` (its slug) in `db`; local working folders under `local_dir`.
     pub fn new(db: Arc<PgDatabase>, agent: impl Into<String>, local_dir: impl Into<PathBuf>) -> Self {
-        PgStore { db, agent: Arc::from(agent.into()), local: Arc::from(local_dir.into()) }
+        PgStore { db, agent: Arc::from(agent.into()), local: Arc::from(local_dir.into()), debounced: false }
+    }
+
+    /// This store with write debouncing on or off: `on`, its event appends commit with
+    /// `synchronous_commit = off` (acknowledged once written to the WAL, flushed by the server's
+    /// WAL writer within three `wal_writer_delay`s), unless they share a batch with an append
+    /// that waits for the flush.
+    pub fn debounced(mut self, on: bool) -> Self {
+        self.debounced = on;
+        self
+    }
+
+    /// Whether this store debounces its writes ([`PgStore::debounced`]).
+    pub fn is_debounced(&self) -> bool {
+        self.debounced
     }
 
     pub fn agent(&self) -> &str {

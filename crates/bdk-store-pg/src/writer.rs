@@ -8,7 +8,8 @@
 //!
 //! A batch is one round trip: a pipeline of prepared statements in one transaction, sent
 //! together (each sees the ones before):
-//! 1. `BEGIN`, with the statements planned as key lookups ([`crate::db::BEGIN_KEYED`]);
+//! 1. `BEGIN`, with the statements planned as key lookups ([`crate::db::BEGIN_KEYED`]; a batch of
+//!    debounced appends only also sets `synchronous_commit = off`);
 //! 2. the lease check of the fenced appends (`FOR SHARE`, so no claim can move the lease before
 //!    the commit);
 //! 3. the session rows locked `FOR UPDATE` in key order (replicas writing to the same sessions
@@ -93,6 +94,9 @@ struct Append {
     fence: Option<String>,
     /// The session's new record (JSON), written in the same transaction.
     record: Option<String>,
+    /// Its commit waits for the WAL flush: `false` for an agent that debounces its writes (a
+    /// batch of only such appends commits with `synchronous_commit = off`).
+    durable: bool,
     reply: oneshot::Sender<Result<Vec<SharedEvent>>>,
 }
 
@@ -100,6 +104,8 @@ struct Append {
 #[derive(Debug, Default)]
 pub(crate) struct WriterStats {
     pub batches: std::sync::atomic::AtomicU64,
+    /// Batches of debounced appends only, committed without waiting for the WAL flush.
+    pub relaxed: std::sync::atomic::AtomicU64,
     pub appends: std::sync::atomic::AtomicU64,
 }
 
@@ -137,8 +143,8 @@ impl Writer {
     }
 
     /// Queues an append (`fence`: the lease token it is written under, if any; `record`: the
-    /// session's new record, written with it); the answer comes once its batch committed (or
-    /// failed). Queued, it is written even if the caller stops waiting.
+    /// session's new record, written with it; `durable`: see [`Append`]); the answer comes once
+    /// its batch committed (or failed). Queued, it is written even if the caller stops waiting.
     pub async fn append(
         &self,
         agent: Arc<str>,
@@ -146,6 +152,7 @@ impl Writer {
         events: Vec<NewEvent>,
         fence: Option<String>,
         record: Option<String>,
+        durable: bool,
     ) -> Result<Vec<SharedEvent>> {
         let shard = {
             use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -154,7 +161,7 @@ impl Writer {
         };
         let (reply, answer) = oneshot::channel();
         let closed = Error::LogClosed(session.clone());
-        shard.tx.send(Append { agent, session, events, fence, record, reply }).map_err(|_| closed)?;
+        shard.tx.send(Append { agent, session, events, fence, record, durable, reply }).map_err(|_| closed)?;
         answer.await.map_err(|_| Error::Task("the event writer stopped".into()))?
     }
 }
@@ -192,6 +199,9 @@ async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceive
             }
         }
         stats.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if batch.iter().all(|a| !a.durable) {
+            stats.relaxed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         stats.appends.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
         // The next batch starts once this one holds its session locks: a session in both waits
         // for this commit and continues after it, so appends keep their queue order.
@@ -336,9 +346,13 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let session_params: &Params = &[&key_agents, &key_ids];
     let event_params: &Params = &[&agents, &ids, &fences, &heads, &tails];
     let record_params: &Params = &[&record_agents, &record_ids, &record_fences, &record_bodies];
+    let begin = match batch.iter().all(|a| !a.durable) {
+        true => crate::db::BEGIN_KEYED_RELAXED,
+        false => crate::db::BEGIN_KEYED,
+    };
     let (begun, held, locked, inserted, updated, committed) = tokio::join!(
         biased;
-        client.batch_execute(crate::db::BEGIN_KEYED),
+        client.batch_execute(begin),
         client.query(&leases, lease_params),
         async {
             let locked = client.query(&sessions, session_params).await;

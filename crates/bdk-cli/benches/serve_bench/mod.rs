@@ -52,6 +52,8 @@ pub struct Options {
     pub soak_secs: u64,
     /// Only the memory parts (the burst of new sessions, idle sessions by path).
     pub memory_only: bool,
+    /// The agent's `storage.toml` `policy.debounce_ms` (0: none, every commit synced).
+    pub debounce_ms: u64,
 }
 
 /// The figures the suite checks for sanity (all turns answered, counters read).
@@ -113,13 +115,17 @@ pub fn run(options: &Options) -> Summary {
     let scale = |quick: usize, full: usize| if options.quick { quick } else { full };
     let dir = tempfile::tempdir_in(&options.place).unwrap();
     let (_stub, stub_port) = start_stub(dir.path());
-    let project = write_project(dir.path(), stub_port);
+    let project = write_project(dir.path(), stub_port, options.debounce_ms);
     let state = dir.path().join("state");
     let (server, addr) = start_bdk(&options.bdk, &project, &state.join("main"));
     let pid = server.0.id();
     out.say(format!(
-        "bdk serve pid {pid} on {addr}, state on {}, stub on 127.0.0.1:{stub_port}{}",
+        "bdk serve pid {pid} on {addr}, state on {}{}, stub on 127.0.0.1:{stub_port}{}",
         options.place.display(),
+        match options.debounce_ms {
+            0 => String::new(),
+            ms => format!(" (write debouncing: synced every {ms} ms at most)"),
+        },
         if options.quick { " (quick mode)" } else { "" }
     ));
     if let Some(note) = discard_note(&options.place) {
@@ -362,7 +368,7 @@ fn start_stub(dir: &Path) -> (Proc, u16) {
     (Proc(child), port)
 }
 
-fn write_project(dir: &Path, stub_port: u16) -> PathBuf {
+fn write_project(dir: &Path, stub_port: u16, debounce_ms: u64) -> PathBuf {
     let project = dir.join("bench");
     let bot = project.join("bot");
     std::fs::create_dir_all(bot.join("tools")).unwrap();
@@ -375,6 +381,9 @@ fn write_project(dir: &Path, stub_port: u16) -> PathBuf {
     )
     .unwrap();
     std::fs::write(bot.join("instructions.md"), "Answer briefly.\n").unwrap();
+    if debounce_ms > 0 {
+        std::fs::write(bot.join("storage.toml"), format!("[policy]\ndebounce_ms = {debounce_ms}\n")).unwrap();
+    }
     let schema =
         "[input_schema]\ntype = \"object\"\nrequired = [\"text\"]\nproperties = { text = { type = \"string\" } }\n";
     std::fs::write(

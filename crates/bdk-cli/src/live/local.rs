@@ -9,8 +9,8 @@ use bdk_engine::{AgentConfig, Engine, EngineOptions, Principal};
 use bdk_model::ModelLayer;
 use bdk_protocol::SessionId;
 use bdk_server::mount;
+use bdk_store::Stores;
 use bdk_store::record::SessionStatus;
-use bdk_store::{FsStore, Stores};
 
 use super::backend::{Backend, Events, Send, Sent};
 use crate::Embed;
@@ -42,7 +42,8 @@ impl Local {
     ) -> anyhow::Result<Self> {
         let dir = mount::state_dir(project, state_root);
         let (resolved, provider) = mount::provider(project, ModelLayer::default());
-        let store = FsStore::open(&dir).with_context(|| format!("opening the state directory {}", dir.display()))?;
+        let store = bdk_server::backend::open_fs(project, &dir)
+            .with_context(|| format!("opening the state directory {}", dir.display()))?;
         let stores = store.stores();
         let options = EngineOptions {
             price: resolved.price,

@@ -13,6 +13,7 @@ fn the_serve_benchmark_runs_in_quick_mode() {
         quick: true,
         soak_secs: 0,
         memory_only: false,
+        debounce_ms: 0,
     };
     let summary = serve_bench::run(&options);
     assert!(summary.text_turns > 30, "{:#?}", summary.lines);

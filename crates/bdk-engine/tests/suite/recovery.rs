@@ -16,18 +16,32 @@ use super::support::*;
 /// Writes, through a fresh handle on the fixture's state (released before the engine restarts), a
 /// session whose turn was in flight when the "process died".
 async fn interrupted(fx: &Fixture, mode: SessionMode) -> (SessionId, String) {
+    interrupted_ago(fx, mode, std::time::Duration::ZERO).await
+}
+
+/// [`interrupted`], its record last updated `ago`.
+async fn interrupted_ago(fx: &Fixture, mode: SessionMode, ago: std::time::Duration) -> (SessionId, String) {
     if on_postgres() {
-        return interrupted_session(&fx.backend.stores(), mode).await;
+        return interrupted_session_ago(&fx.backend.stores(), mode, ago).await;
     }
     let store = fx.store();
-    let written = interrupted_session(&store.stores(), mode).await;
+    let written = interrupted_session_ago(&store.stores(), mode, ago).await;
     store.close_log(&written.0);
     written
 }
 
 async fn interrupted_session(store: &bdk_store::Stores, mode: SessionMode) -> (SessionId, String) {
+    interrupted_session_ago(store, mode, std::time::Duration::ZERO).await
+}
+
+async fn interrupted_session_ago(
+    store: &bdk_store::Stores,
+    mode: SessionMode,
+    ago: std::time::Duration,
+) -> (SessionId, String) {
     let id = SessionId::generate();
     let mut record = SessionRecord::new(id.clone(), mode, "http", "alice");
+    record.updated_at -= chrono::Duration::from_std(ago).unwrap();
     record.continuation_token = Some("http:0123".into());
     within(store.sessions.create(record)).await.unwrap();
     let turn = TurnId::generate();
@@ -78,6 +92,37 @@ async fn recovery_closes_an_interrupted_turn_and_a_follow_up_works() {
     // The half-written answer is part of the conversation the model sees.
     let messages = &provider.requests()[0].messages;
     assert_eq!(messages.len(), 3, "{messages:?}");
+}
+
+/// `storage.toml`'s `policy.restore`: start-up restores the most recently updated sessions
+/// within the limits; one left out is closed the first time it is used, as a restarted
+/// process's session would have been at start-up.
+#[tokio::test]
+async fn start_up_restores_the_newest_sessions_within_the_limits_and_the_rest_at_their_next_use() {
+    let fx = Fixture::echo().await;
+    let hour = std::time::Duration::from_secs(3600);
+    let (stale, token) = interrupted_ago(&fx, SessionMode::Chat, 48 * hour).await;
+    let (older, _) = interrupted_ago(&fx, SessionMode::Chat, 2 * hour).await;
+    let (newest, _) = interrupted_ago(&fx, SessionMode::Chat, hour).await;
+    let restore = bdk_engine::RestoreLimits { max_sessions: Some(1), max_age: Some(24 * hour) };
+    let options = bdk_engine::EngineOptions { restore, ..Default::default() };
+    let provider = Arc::new(ScriptedProvider::new(vec![say("back again")]));
+    let engine = bdk_engine::Engine::with_options(config(), fx.backend.stores(), provider, fx.tools.clone(), options);
+    assert_eq!(within(engine.recover()).await.unwrap(), 1, "only the newest session");
+    let last = |events: &[bdk_protocol::Event]| shape(events).last().map(|t| t.to_string()).unwrap_or_default();
+    assert_eq!(last(&within(engine.events(&newest, &alice(), 0)).await.unwrap()), "session.waiting");
+    for id in [&older, &stale] {
+        assert_eq!(last(&within(engine.events(id, &alice(), 0)).await.unwrap()), "message.appended", "left as it was");
+    }
+
+    // The stale one's next use closes its turn first, then runs the new one.
+    within(engine.follow_up(&stale, follow("still there?", &token, Admission::Preempt))).await.unwrap();
+    let events = settled(&engine, &stale, 2).await;
+    let shape = shape(&events);
+    let failed = shape.iter().position(|t| *t == "turn.failed").expect("the old turn is closed");
+    let received = shape.iter().rposition(|t| *t == "message.received").unwrap();
+    assert!(failed < received, "{shape:?}");
+    assert_eq!(Trajectory::from_events(&events).reply.as_deref(), Some("back again"));
 }
 
 #[tokio::test]

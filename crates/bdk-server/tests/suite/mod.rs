@@ -19,6 +19,7 @@ mod pg_fencing;
 mod race;
 mod session;
 mod shutdown;
+mod storage_policy;
 mod stream;
 mod strict;
 mod support;

@@ -22,6 +22,11 @@ use bdk_tools::NoTools;
 use super::support::within;
 
 async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabase>, PgStore) {
+    replica_with(db, local, false).await
+}
+
+/// [`replica`], its store debouncing its writes or not (`storage.toml`'s `policy.debounce_ms`).
+async fn replica_with(db: &TestDb, local: &std::path::Path, debounced: bool) -> (Engine, Arc<PgDatabase>, PgStore) {
     // A lease of an hour: no heartbeat (a relaxed commit of its own, uncounted) or sweep runs
     // between the counts below.
     let options = PgOptions {
@@ -31,7 +36,7 @@ async fn replica(db: &TestDb, local: &std::path::Path) -> (Engine, Arc<PgDatabas
         ..Default::default()
     };
     let database = PgDatabase::connect(db.base_url(), &options).await.unwrap();
-    let store = PgStore::new(database.clone(), "agent", local);
+    let store = PgStore::new(database.clone(), "agent", local).debounced(debounced);
     let config = AgentConfig {
         slug: "agent".into(),
         instructions: "Test.".into(),
@@ -125,6 +130,35 @@ async fn a_text_turn_costs_two_durable_commits() {
         let record = store.get(&id).await.unwrap().unwrap();
         assert_eq!(record.status, Some(SessionStatus::Waiting));
     }
+    engine.drain(Duration::from_secs(5)).await;
+}
+
+/// With write debouncing, the same turns commit their events without waiting for the WAL
+/// flush: nothing of a turn is a durable commit, and it still reads back and settles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debounced_text_turn_makes_no_durable_commit() {
+    let Some(db) = postgres::fresh("debounced_commits").await else { return };
+    let local = tempfile::tempdir().unwrap();
+    let (engine, database, store) = replica_with(&db, local.path(), true).await;
+    let alice = Principal::new("alice");
+
+    let before = database.commits();
+    let started = within("the start", engine.start_session(start())).await.unwrap();
+    let id = started.session_id.clone();
+    let mut stream = engine.follow(&id, &alice, 0).await.unwrap();
+    waiting(&mut stream).await;
+    assert_eq!(durable(before, database.commits()), 0, "a new session");
+    assert_eq!(relaxed(before, database.commits()), 4, "its row, its lease, its first events, its turn's events");
+
+    let before = database.commits();
+    let request = follow_up(0, &started.continuation_token);
+    within("the follow-up", engine.follow_up(&id, request)).await.unwrap();
+    waiting(&mut stream).await;
+    assert_eq!((durable(before, database.commits()), relaxed(before, database.commits())), (0, 2), "a follow-up");
+    let record = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, Some(SessionStatus::Waiting));
+    let events = engine.events(&id, &alice, 0).await.unwrap();
+    assert!(events.iter().any(|e| matches!(&e.data, EventData::MessageReceived(m) if m.text == "again 0")));
     engine.drain(Duration::from_secs(5)).await;
 }
 

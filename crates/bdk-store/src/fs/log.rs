@@ -57,6 +57,10 @@ pub struct FsStoreOptions {
     /// sessions would otherwise hold one file descriptor each until the process runs out; past
     /// this many, a log closes its file after each commit and opens it again at its next one.
     pub max_open_logs: usize,
+    /// Write debouncing (`storage.toml`'s `policy.debounce_ms`): zero (the default) syncs every
+    /// commit before acknowledging it; otherwise a commit is acknowledged once written, and
+    /// synced at most this long after (`deferred.rs`).
+    pub sync_delay: std::time::Duration,
 }
 
 impl Default for FsStoreOptions {
@@ -67,6 +71,7 @@ impl Default for FsStoreOptions {
             broadcast_capacity: 1024,
             writer_threads: 4,
             max_open_logs: 512,
+            sync_delay: std::time::Duration::ZERO,
         }
     }
 }
@@ -523,6 +528,14 @@ impl<'a> Written<'a> {
     /// The log this belongs to.
     pub fn log(&self) -> &'a Shared {
         self.log
+    }
+
+    /// Leaves the sync [`Written::sync`] would make to `deferred` (write debouncing); nothing
+    /// to do when the write failed.
+    pub fn defer(&self, deferred: &super::deferred::Deferred) {
+        if self.failed.is_none() && self.side.file.is_some() {
+            deferred.written(&self.log.path, self.side.unsynced_dirs);
+        }
     }
 
     /// Makes the write durable (`fdatasync`), and a new session's folder with it (see

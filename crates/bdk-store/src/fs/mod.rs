@@ -4,6 +4,7 @@
 
 mod artifacts;
 mod atomic;
+mod deferred;
 pub(crate) mod follow;
 mod handoff;
 #[cfg(test)]
@@ -64,6 +65,13 @@ struct Inner {
     writer: WriterHandle,
 }
 
+impl Drop for Inner {
+    /// A debouncing store syncs what it acknowledged unsynced before it goes.
+    fn drop(&mut self) {
+        self.writer.flush_deferred();
+    }
+}
+
 /// What an open log knows about itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogInfo {
@@ -102,7 +110,7 @@ impl FsStore {
         }
         sessions::sweep_trash(&layout);
         let syncs = Arc::new(SyncCounters::default());
-        let writer = WriterHandle::start(&options)
+        let writer = WriterHandle::start(&options, &syncs)
             .map_err(|e| Error::Task(format!("cannot start the event log writer: {e}")))?;
         let logs = Mutex::new(HashMap::new());
         Ok(FsStore { inner: Arc::new(Inner { layout, options, logs, syncs, writer }) })

@@ -18,6 +18,9 @@
 //! everything queued meanwhile: group commit). Batches lock their logs in one global order (by
 //! address), so two threads never wait for each other.
 //!
+//! With write debouncing (`FsStoreOptions::sync_delay`), a commit is acknowledged once written
+//! and its fsync is left to the store's syncer thread (`deferred.rs`).
+//!
 //! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
 //! in `handoff_tests.rs` drive the same functions as production.
 
@@ -28,7 +31,9 @@ use std::thread;
 
 use tokio::sync::mpsc;
 
+use super::deferred::Deferred;
 use super::log::{AppendRequest, FsStoreOptions, Shared, Written};
+use super::syncs::SyncCounters;
 use crate::error::{Error, Result};
 
 /// The sending side of a store's writer threads. They end once every handle is dropped and what
@@ -37,6 +42,8 @@ use crate::error::{Error, Result};
 pub(crate) struct WriterHandle {
     requests: mpsc::Sender<AppendRequest>,
     queue: Arc<Queue>,
+    /// Write debouncing's syncer, if the store debounces.
+    deferred: Option<Arc<Deferred>>,
 }
 
 /// The receiving side, shared by the writer threads.
@@ -55,8 +62,12 @@ struct Queue {
 }
 
 impl WriterHandle {
-    /// Starts the writer threads of a store.
-    pub fn start(options: &FsStoreOptions) -> std::io::Result<Self> {
+    /// Starts the writer threads of a store (and its debounced syncer, with a `sync_delay`).
+    pub fn start(options: &FsStoreOptions, syncs: &Arc<SyncCounters>) -> std::io::Result<Self> {
+        let deferred = match options.sync_delay.is_zero() {
+            true => None,
+            false => Some(Arc::new(Deferred::start(options.sync_delay, syncs.clone())?)),
+        };
         let (requests, receiver) = mpsc::channel(options.queue_capacity.max(1));
         let queue = Arc::new(Queue {
             requests: Mutex::new(receiver),
@@ -67,10 +78,19 @@ impl WriterHandle {
         });
         let max_batch_events = options.max_batch_events.max(1);
         for _ in 0..options.writer_threads.max(1) {
-            let queue = queue.clone();
-            thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(&queue, max_batch_events))?;
+            let (queue, deferred) = (queue.clone(), deferred.clone());
+            thread::Builder::new()
+                .name("bdk-store-writer".into())
+                .spawn(move || run(&queue, max_batch_events, deferred.as_deref()))?;
         }
-        Ok(WriterHandle { requests, queue })
+        Ok(WriterHandle { requests, queue, deferred })
+    }
+
+    /// Syncs the commits write debouncing has left unsynced so far (the store is closing).
+    pub fn flush_deferred(&self) {
+        if let Some(deferred) = &self.deferred {
+            deferred.flush();
+        }
     }
 
     /// Queues an append; waits while the queue is full. `Err` when the thread has stopped. With
@@ -138,7 +158,8 @@ impl Queue {
     }
 }
 
-fn run(queue: &Queue, max_batch_events: usize) {
+/// `deferred`: commits are acknowledged once written, their syncs left to it.
+fn run(queue: &Queue, max_batch_events: usize, deferred: Option<&Deferred>) {
     loop {
         // Back from a commit: take the queue if it is free, else wait aside until an append
         // finds nobody listening. Asked to take it, wait for the listener to let go.
@@ -159,7 +180,7 @@ fn run(queue: &Queue, max_batch_events: usize) {
         let mut groups = by_log(batch, |r| Arc::as_ptr(&r.log));
         // One global locking order, so batches on different threads cannot deadlock.
         groups.sort_by_key(|requests| Arc::as_ptr(&requests[0].log) as usize);
-        commit(groups);
+        commit(groups, deferred);
     }
 }
 
@@ -170,11 +191,21 @@ const SYNC_THREADS: usize = 16;
 /// (in parallel when there are several, so the file system can fold them into one journal
 /// commit instead of paying one device flush after another), then publishes and acknowledges
 /// each. A log that fails is cut back and its own requests fail; the others are unaffected.
-fn commit(groups: Vec<Vec<AppendRequest>>) {
+/// With `deferred` (write debouncing), the syncs are left to it instead.
+fn commit(groups: Vec<Vec<AppendRequest>>, deferred: Option<&Deferred>) {
     let logs: Vec<Arc<Shared>> = groups.iter().map(|requests| requests[0].log.clone()).collect();
     let written: Vec<Written<'_>> =
         logs.iter().zip(groups).filter_map(|(log, requests)| guard(log, || log.write(requests)).flatten()).collect();
-    let synced = sync_all(&written);
+    let synced = match deferred {
+        None => sync_all(&written),
+        Some(deferred) => written
+            .iter()
+            .map(|w| {
+                w.defer(deferred);
+                Ok(())
+            })
+            .collect(),
+    };
     for (written, synced) in written.into_iter().zip(synced) {
         let log = written.log();
         guard(log, || written.finish(synced));

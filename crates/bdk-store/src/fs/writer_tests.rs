@@ -329,3 +329,29 @@ async fn appends_one_at_a_time_are_always_taken() {
         within(task).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn debounced_commits_are_acknowledged_written_and_synced_together_later() {
+    let dir = tempfile::tempdir().unwrap();
+    // A delay no test machine's pause reaches: every append below is acknowledged before it.
+    let options = FsStoreOptions { sync_delay: Duration::from_secs(3), ..FsStoreOptions::default() };
+    let store = FsStore::open_with(dir.path(), options).unwrap();
+    let (a, b) = (session(&store).await, session(&store).await);
+    let before = store.syncs();
+    within(store.append(&a, vec![delta("a1")])).await.unwrap();
+    within(store.append(&a, vec![delta("a2")])).await.unwrap();
+    within(store.append(&b, vec![delta("b1")])).await.unwrap();
+    assert_eq!(store.syncs().since(before), crate::fs::SyncStats::default(), "acknowledged unsynced");
+    // Written before it was acknowledged: another store on the same folder (a restarted
+    // process) reads it back.
+    let text = std::fs::read_to_string(store.layout().events_path(&a)).unwrap();
+    assert!(text.contains("a1") && text.contains("a2"), "{text}");
+
+    until(|| store.syncs().since(before).file_syncs == 2).await;
+    let synced = store.syncs().since(before);
+    assert_eq!(synced.dir_syncs, 4, "each new folder and sessions/ once per session: {synced:?}");
+    within(store.append(&a, vec![delta("a3")])).await.unwrap();
+    let counters = store.sync_counters();
+    drop(store);
+    assert_eq!(counters.stats().since(before).file_syncs, 3, "closing the store syncs what is pending");
+}
