@@ -9,7 +9,7 @@
 //! have dropped the pages it could not write, so those events may not survive a power loss).
 //! Dropping the store syncs whatever is pending before it returns.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -72,9 +72,7 @@ impl Deferred {
             pending.since = None;
             std::mem::take(&mut pending.logs)
         };
-        for (log, new_folder) in logs {
-            self.state.sync(&log, new_folder);
-        }
+        self.state.sync_all(logs);
     }
 }
 
@@ -116,36 +114,44 @@ impl State {
                 (std::mem::take(&mut pending.logs), pending.closed)
             };
             let (logs, closed) = logs;
-            for (log, new_folder) in logs {
-                self.sync(&log, new_folder);
-            }
+            self.sync_all(logs);
             if closed {
                 return;
             }
         }
     }
 
-    /// Syncs one log's data, then its new folder and `sessions/`. A log deleted meanwhile (its
-    /// session was) has nothing left to sync.
-    fn sync(&self, log: &Path, new_folder: bool) {
-        let synced = File::open(log).and_then(|file| self.syncs.data(&file)).and_then(|()| {
-            if new_folder {
-                for dir in log.ancestors().skip(1).take(2) {
-                    self.syncs.dir(dir)?;
-                }
+    /// Syncs each log's data, then each new session folder, then each parent of those
+    /// (`sessions/`) once. A log deleted meanwhile (its session was) has nothing left to sync.
+    fn sync_all(&self, logs: HashMap<PathBuf, bool>) {
+        let mut folders = BTreeSet::new();
+        let mut parents = BTreeSet::new();
+        for (log, new_folder) in logs {
+            match File::open(&log).and_then(|file| self.syncs.data(&file)) {
+                Ok(()) => {}
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(error) => failed(&log, &error),
             }
-            Ok(())
-        });
-        match synced {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => tracing::error!(
-                log = %log.display(),
-                %error,
-                "a debounced sync failed: events acknowledged in the last policy.debounce_ms may not survive a power loss"
-            ),
+            if let Some(folder) = log.parent().filter(|_| new_folder) {
+                parents.extend(folder.parent().map(Path::to_path_buf));
+                folders.insert(folder.to_path_buf());
+            }
+        }
+        for dir in folders.iter().chain(&parents) {
+            match self.syncs.dir(dir) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => failed(dir, &error),
+                _ => {}
+            }
         }
     }
+}
+
+fn failed(path: &Path, error: &std::io::Error) {
+    tracing::error!(
+        path = %path.display(),
+        %error,
+        "a debounced sync failed: events acknowledged in the last policy.debounce_ms may not survive a power loss"
+    );
 }
 
 #[cfg(test)]
@@ -167,16 +173,27 @@ mod tests {
         deferred.written(&b, false);
         assert_eq!(syncs.stats().file_syncs, 0, "nothing is synced before the delay");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while syncs.stats().file_syncs < 2 && Instant::now() < deadline {
+        while syncs.stats().dir_syncs < 2 && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(5));
         }
         let stats = syncs.stats();
         assert_eq!((stats.file_syncs, stats.dir_syncs), (2, 2), "each log once; a's new folder and its parent");
 
+        // Two new folders in one pass: `sessions/` is synced once for both.
+        let (c, d) = (dir.path().join("sessions/s2/events.ndjson"), dir.path().join("sessions/s3/events.ndjson"));
+        for log in [&c, &d] {
+            std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+            std::fs::write(log, b"z\n").unwrap();
+            deferred.written(log, true);
+        }
+        deferred.flush();
+        let stats = syncs.stats();
+        assert_eq!((stats.file_syncs, stats.dir_syncs), (4, 5), "two folders and sessions/ once");
+
         // A log deleted before its pass is skipped; what is pending at drop is synced by it.
         deferred.written(&dir.path().join("gone.ndjson"), false);
         deferred.written(&b, false);
         drop(deferred);
-        assert_eq!(syncs.stats().file_syncs, 3);
+        assert_eq!(syncs.stats().file_syncs, 5);
     }
 }
