@@ -1,7 +1,11 @@
-//! Write debouncing (`storage.toml`'s `policy.debounce_ms`): event log commits are written and
-//! acknowledged at once, and their `fdatasync` (with a new session's folder syncs) is left to
-//! one thread that makes every log written since its last pass durable together, at most
-//! `delay` after the first of those writes.
+//! Write debouncing (`storage.toml`'s `policy.debounce_ms`): event log commits are written (by
+//! the appending task itself, `writer.rs`) and acknowledged at once, and their `fdatasync` (with
+//! a new session's folder syncs) is left to one thread that makes every log written since its
+//! last pass durable together, at most `delay` after the first of those writes.
+//!
+//! The `write` runs on the caller's thread, a runtime worker: it copies into the page cache and
+//! returns in microseconds, and would block only under the kernel's dirty-page throttling (dirty
+//! pages past `vm.dirty_ratio`), where the writer threads would stall the turns as much.
 //!
 //! What this trades: a commit reaches the kernel (`write`) before it is acknowledged, so a
 //! killed or crashed `bdk` process loses nothing; a power loss or kernel crash can lose what was
