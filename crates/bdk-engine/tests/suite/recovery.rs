@@ -116,13 +116,23 @@ async fn start_up_restores_the_newest_sessions_within_the_limits_and_the_rest_at
     }
 
     // The stale one's next use closes its turn first, then runs the new one.
-    within(engine.follow_up(&stale, follow("still there?", &token, Admission::Preempt))).await.unwrap();
-    let events = settled(&engine, &stale, 2).await;
-    let shape = shape(&events);
-    let failed = shape.iter().position(|t| *t == "turn.failed").expect("the old turn is closed");
-    let received = shape.iter().rposition(|t| *t == "message.received").unwrap();
-    assert!(failed < received, "{shape:?}");
+    closed_at_next_use(&engine, &stale, &token).await;
+}
+
+/// Follows up on a session whose turn a previous process left open (and start-up did not
+/// close): its actor closes that turn (`host_restarted`) before the new message's turn, which
+/// answers "back again". Returns the session's events.
+async fn closed_at_next_use(engine: &bdk_engine::Engine, id: &SessionId, token: &str) -> Vec<bdk_protocol::Event> {
+    within(engine.follow_up(id, follow("are you there?", token, Admission::Preempt))).await.unwrap();
+    let events = settled(engine, id, 2).await;
+    let types = types(&events);
+    let failed = types.iter().position(|t| *t == "turn.failed").expect("the left turn is closed");
+    let received = types.iter().rposition(|t| *t == "message.received").unwrap();
+    assert!(failed < received, "{types:?}");
+    let Some(EventData::TurnFailed(closed)) = events.get(failed).map(|e| &e.data) else { panic!() };
+    assert_eq!(closed.error, Some(FailureCode::HostRestarted));
     assert_eq!(Trajectory::from_events(&events).reply.as_deref(), Some("back again"));
+    events
 }
 
 #[tokio::test]
@@ -307,14 +317,7 @@ async fn a_turn_whose_open_marker_was_lost_is_closed_at_the_sessions_next_use() 
     let provider = Arc::new(ScriptedProvider::new(vec![say("back again")]));
     let engine = fx.restart(provider.clone());
     assert_eq!(within(engine.recover()).await.unwrap(), 0, "start-up does not see the session");
-    within(engine.follow_up(&id, follow("are you there?", &token, Admission::Preempt))).await.unwrap();
-    let events = settled(&engine, &id, 2).await;
+    let events = closed_at_next_use(&engine, &id, &token).await;
     let types = types(&events);
-    let failed = types.iter().position(|t| *t == "turn.failed").expect("the left turn is closed");
-    let received = types.iter().rposition(|t| *t == "message.received").unwrap();
-    assert!(failed < received, "{types:?}");
-    let Some(EventData::TurnFailed(closed)) = events.get(failed).map(|e| &e.data) else { panic!() };
-    assert_eq!(closed.error, Some(FailureCode::HostRestarted));
-    assert_eq!(Trajectory::from_events(&events).reply.as_deref(), Some("back again"));
     assert_eq!(types.iter().filter(|t| **t == "turn.failed").count(), 1, "{types:?}");
 }

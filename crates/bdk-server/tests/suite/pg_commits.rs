@@ -78,6 +78,14 @@ async fn waiting(stream: &mut EventStream) {
     .await;
 }
 
+/// Starts a session and follows it until its first turn settles.
+async fn first_turn(engine: &Engine, alice: &Principal) -> (bdk_engine::SessionStarted, EventStream) {
+    let started = within("the start", engine.start_session(start())).await.unwrap();
+    let mut stream = engine.follow(&started.session_id, alice, 0).await.unwrap();
+    waiting(&mut stream).await;
+    (started, stream)
+}
+
 fn durable(before: Commits, after: Commits) -> u64 {
     after.durable - before.durable
 }
@@ -94,10 +102,8 @@ async fn a_text_turn_costs_two_durable_commits() {
     let alice = Principal::new("alice");
 
     let before = database.commits();
-    let started = within("the start", engine.start_session(start())).await.unwrap();
+    let (started, mut stream) = first_turn(&engine, &alice).await;
     let id = started.session_id.clone();
-    let mut stream = engine.follow(&id, &alice, 0).await.unwrap();
-    waiting(&mut stream).await;
     assert_eq!(durable(before, database.commits()), 2, "a new session: its first events, its turn's events");
     // The session row and the lease claim; the settled status rode in the turn's commit.
     assert_eq!(relaxed(before, database.commits()), 2, "a new session: its row, its lease");
@@ -143,10 +149,8 @@ async fn a_debounced_text_turn_makes_no_durable_commit() {
     let alice = Principal::new("alice");
 
     let before = database.commits();
-    let started = within("the start", engine.start_session(start())).await.unwrap();
+    let (started, mut stream) = first_turn(&engine, &alice).await;
     let id = started.session_id.clone();
-    let mut stream = engine.follow(&id, &alice, 0).await.unwrap();
-    waiting(&mut stream).await;
     assert_eq!(durable(before, database.commits()), 0, "a new session");
     assert_eq!(relaxed(before, database.commits()), 4, "its row, its lease, its first events, its turn's events");
 
