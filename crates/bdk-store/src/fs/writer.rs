@@ -22,8 +22,8 @@
 //! and its fsync is left to the store's syncer thread (`deferred.rs`). With nothing to wait for
 //! but the `write` into the page cache (microseconds), the appending task makes its commit
 //! itself ([`WriterHandle::send`]): a hand-off to a writer thread and back would cost more than
-//! the write (two wake-ups and about four context switches per commit). Commits of one log
-//! still go one at a time, under its write side's lock.
+//! the write (two wake-ups and about four context switches per commit), and the store starts
+//! no writer thread. Commits of one log still go one at a time, under its write side's lock.
 //!
 //! The batching itself is pure ([`take_batch`], [`by_log`], [`assign`]), so the `shuttle` tests
 //! in `handoff_tests.rs` drive the same functions as production.
@@ -66,7 +66,7 @@ struct Queue {
 }
 
 impl WriterHandle {
-    /// Starts the writer threads of a store (and its debounced syncer, with a `sync_delay`).
+    /// Starts the writer threads of a store, or with a `sync_delay` its debounced syncer instead.
     pub fn start(options: &FsStoreOptions, syncs: &Arc<SyncCounters>) -> std::io::Result<Self> {
         let deferred = match options.sync_delay.is_zero() {
             true => None,
@@ -81,11 +81,11 @@ impl WriterHandle {
             closed: AtomicBool::new(false),
         });
         let max_batch_events = options.max_batch_events.max(1);
-        for _ in 0..options.writer_threads.max(1) {
-            let (queue, deferred) = (queue.clone(), deferred.clone());
-            thread::Builder::new()
-                .name("bdk-store-writer".into())
-                .spawn(move || run(&queue, max_batch_events, deferred.as_deref()))?;
+        // Debounced, every append is committed by its own task (`send`): no thread is needed.
+        let threads = if deferred.is_some() { 0 } else { options.writer_threads.max(1) };
+        for _ in 0..threads {
+            let queue = queue.clone();
+            thread::Builder::new().name("bdk-store-writer".into()).spawn(move || run(&queue, max_batch_events))?;
         }
         Ok(WriterHandle { requests, queue, deferred })
     }
@@ -169,8 +169,7 @@ impl Queue {
     }
 }
 
-/// `deferred`: commits are acknowledged once written, their syncs left to it.
-fn run(queue: &Queue, max_batch_events: usize, deferred: Option<&Deferred>) {
+fn run(queue: &Queue, max_batch_events: usize) {
     loop {
         // Back from a commit: take the queue if it is free, else wait aside until an append
         // finds nobody listening. Asked to take it, wait for the listener to let go.
@@ -191,7 +190,7 @@ fn run(queue: &Queue, max_batch_events: usize, deferred: Option<&Deferred>) {
         let mut groups = by_log(batch, |r| Arc::as_ptr(&r.log));
         // One global locking order, so batches on different threads cannot deadlock.
         groups.sort_by_key(|requests| Arc::as_ptr(&requests[0].log) as usize);
-        commit(groups, deferred);
+        commit(groups, None);
     }
 }
 
