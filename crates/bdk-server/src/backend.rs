@@ -77,8 +77,12 @@ pub enum BackendError {
 /// The agent's filesystem store under `state_dir`, with what its `storage.toml` asks of it
 /// (`policy.debounce_ms`: write debouncing).
 pub fn open_fs(project: &Project, state_dir: &Path) -> bdk_store::Result<FsStore> {
-    let debounce = project.storage.as_ref().map(|s| s.debounce).unwrap_or_default();
-    FsStore::open_with(state_dir, FsStoreOptions { sync_delay: debounce, ..FsStoreOptions::default() })
+    FsStore::open_with(state_dir, FsStoreOptions { sync_delay: debounce(project), ..FsStoreOptions::default() })
+}
+
+/// The agent's `storage.toml` `policy.debounce_ms` (zero: none).
+fn debounce(project: &Project) -> std::time::Duration {
+    project.storage.as_ref().map(|s| s.debounce).unwrap_or_default()
 }
 
 /// Opens stores for the agents of one host, sharing a pool per database URL.
@@ -145,7 +149,7 @@ impl Backends {
                 db
             }
         };
-        let debounced = project.storage.as_ref().is_some_and(|s| !s.debounce.is_zero());
+        let debounced = !debounce(project).is_zero();
         Ok(AgentStore::Pg(PgStore::new(db, project.slug.clone(), state_dir).debounced(debounced)))
     }
 }

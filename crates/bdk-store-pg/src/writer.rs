@@ -199,7 +199,7 @@ async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceive
             }
         }
         stats.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if batch.iter().all(|a| !a.durable) {
+        if relaxed(&batch) {
             stats.relaxed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         stats.appends.fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -213,6 +213,11 @@ async fn run(pool: Pool, notifier: Arc<Notifier>, mut rx: mpsc::UnboundedReceive
         });
         let _ = is_locked.await;
     }
+}
+
+/// Whether a batch commits without waiting for the WAL flush: all its appends are debounced.
+fn relaxed(batch: &[Append]) -> bool {
+    batch.iter().all(|a| !a.durable)
 }
 
 /// What became of one append of a batch before the commit.
@@ -346,10 +351,7 @@ async fn write_batch(pool: &Pool, batch: &[Append], on_locked: oneshot::Sender<(
     let session_params: &Params = &[&key_agents, &key_ids];
     let event_params: &Params = &[&agents, &ids, &fences, &heads, &tails];
     let record_params: &Params = &[&record_agents, &record_ids, &record_fences, &record_bodies];
-    let begin = match batch.iter().all(|a| !a.durable) {
-        true => crate::db::BEGIN_KEYED_RELAXED,
-        false => crate::db::BEGIN_KEYED,
-    };
+    let begin = if relaxed(batch) { crate::db::BEGIN_KEYED_RELAXED } else { crate::db::BEGIN_KEYED };
     let (begun, held, locked, inserted, updated, committed) = tokio::join!(
         biased;
         client.batch_execute(begin),
